@@ -4,6 +4,9 @@ target_compile_options(ceiling_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wno-missing-field-initializers>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CEILING_WERROR}>>:-Werror>
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>
+  # fmt 9 switches its constexpr support off under nvcc, after which the C++20 host pass rejects
+  # fmt's headers (and Status::error / fail in .cu files); switch it back on.
+  $<$<COMPILE_LANGUAGE:CUDA>:-DFMT_USE_CONSTEXPR=1>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${CEILING_WERROR}>>:-Werror=all-warnings>)
 
 # ceiling_library(NAME SOURCES... [DEPS ...]) — a static module library under src/.

@@ -3,7 +3,7 @@
 # installed already; without it the CPU backend builds alone). Idempotent and quiet when done.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-dev pkg-config nlohmann-json3-dev libcli11-dev
-      libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+      libfmt-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
       python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -138,8 +138,9 @@ float e4m3_to_f32(uint8_t v) {
 uint8_t f32_to_e5m2(float f) {
   const uint8_t sign = (f32_bits(f) >> 24) & 0x80u;
   if (std::isnan(f)) return static_cast<uint8_t>(sign | 0x7eu);
-  if (std::isinf(f)) return static_cast<uint8_t>(sign | 0x7cu);
-  return static_cast<uint8_t>(sign | encode_small_float(std::fabs(f), 5, 2, 0x7bu, true, 0x7bu));
+  // Saturating: +-Inf maps to +-57344 (0x7b), as __NV_SATFINITE does (and as e4m3 does above).
+  const float a = std::isinf(f) ? 57344.0f : std::fabs(f);
+  return static_cast<uint8_t>(sign | encode_small_float(a, 5, 2, 0x7bu, true, 0x7bu));
 }
 
 float e5m2_to_f32(uint8_t v) {
@@ -150,6 +151,21 @@ float e5m2_to_f32(uint8_t v) {
   else
     r = decode_small_float(mag, 5, 2);
   return (v & 0x80u) ? -r : r;
+}
+
+void pack_i4(const int8_t* values, size_t n, uint8_t* packed) {
+  for (size_t i = 0; i < n; ++i)
+    if (values[i] < -8 || values[i] > 7)
+      fail("pack_i4: value {} at index {} is outside the int4 range [-8, 7]", values[i], i);
+  for (size_t k = 0; k < (n + 1) / 2; ++k) {
+    const uint8_t lo = static_cast<uint8_t>(values[2 * k]) & 0xfu;
+    const uint8_t hi = 2 * k + 1 < n ? static_cast<uint8_t>(values[2 * k + 1]) & 0xfu : 0;
+    packed[k] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void unpack_i4(const uint8_t* packed, size_t n, int8_t* values) {
+  for (size_t i = 0; i < n; ++i) values[i] = i4_at(packed, i);
 }
 
 float load_as_f32(const void* data, DType t, size_t i) {

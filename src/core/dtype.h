@@ -61,12 +61,26 @@ uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
 
 // --- fp8 ------------------------------------------------------------------------------------
-// Saturating conversions (values beyond the largest finite map to it; NaN stays NaN), as used for
-// weights and KV caches.
+// Saturating conversions (values beyond the largest finite, Inf included, map to it with their
+// sign; NaN stays NaN), as used for weights and KV caches — the behaviour of CUDA's
+// __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...). Decoding e5m2 Inf codes still gives Inf.
 uint8_t f32_to_e4m3(float f);
 float e4m3_to_f32(uint8_t v);
 uint8_t f32_to_e5m2(float f);
 float e5m2_to_f32(uint8_t v);
+
+// --- int4 (kI4) ---------------------------------------------------------------------------
+// Two's-complement nibbles, two per byte: element 2k in the low nibble of byte k, element 2k+1 in
+// the high nibble. Values are in [-8, 7].
+inline int8_t i4_at(const uint8_t* packed, size_t i) {
+  const uint8_t nib = static_cast<uint8_t>((packed[i / 2] >> ((i % 2) * 4)) & 0xfu);
+  return static_cast<int8_t>(nib >= 8 ? nib - 16 : nib);
+}
+// Packs `n` values into (n + 1) / 2 bytes; with odd `n` the last high nibble is 0. Throws
+// ceiling::Error naming the first value outside [-8, 7] and its index.
+void pack_i4(const int8_t* values, size_t n, uint8_t* packed);
+// Unpacks `n` values (sign-extended) from (n + 1) / 2 bytes.
+void unpack_i4(const uint8_t* packed, size_t n, int8_t* values);
 
 // Reads element `i` of a buffer of type `t` as float (f32/f16/bf16/fp8/int types).
 float load_as_f32(const void* data, DType t, size_t i);

@@ -59,6 +59,8 @@ struct Model {
   GenerationDefaults generation;
   ModelWeights weights;
   std::shared_ptr<const SafetensorsSet> files;  // keeps the mappings alive for the views
+  // Tensors in the files that the architecture does not use (ignored, reported by `inspect`).
+  std::vector<std::string> unexpected_tensors;
 };
 
 // Opens a Hugging Face model directory: config.json, generation_config.json (optional),

@@ -1,0 +1,149 @@
+// `ceiling bench latency`: end-to-end decode latency of a model directory on the GPU — a prefill
+// of B random prompts of N tokens, then M decode steps (greedy), timed with CUDA events — against
+// the roofline floor: the bytes a decode step must move over the read bandwidth measured in the
+// same process. Prints a summary and writes the result JSON (field names are an interface:
+// bench/run_latency_on_gpu.sh and bench/hf_baseline.py fill baseline_tokens_per_s).
+// The child's setup function is called from the kChildren table of cmd_bench.cpp.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "ceiling/command.h"
+#include "core/status.h"
+#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
+#include "bench/ceilings.h"
+#include "bench/run_info.h"
+#include "engine/cuda/latency_bench.h"
+#include "model/weights.h"
+#endif
+
+namespace ceiling::cli {
+
+#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
+namespace {
+
+struct LatencyArgs {
+  std::string model, out;
+  engine::LatencyOptions lat;
+  bool no_graphs = false, quick_ceilings = false;
+};
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+int run_latency_bench(const LatencyArgs& a) {
+  const bool tty = stderr_is_tty();
+  engine::CudaOpsOptions oo;
+  oo.cuda_graphs = !a.no_graphs;
+  if (tty)
+    oo.upload_progress = [](uint64_t done, uint64_t total) {
+      fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
+    };
+  engine::CudaOps ops(oo);
+  Model model = load_model(a.model);
+  ops.upload(model.config, model.weights);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  fmt::print(stderr, "[bench latency] {}: {:.2f} GB uploaded in {:.0f} ms; measuring ceilings\n",
+             model.config.name, ops.stats().upload_bytes / 1e9, ops.stats().upload_ms);
+  const bench::MeasuredCeilings ceil =
+      bench::measure_ceilings(ops.stream(), a.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
+  const engine::LatencyResult r = engine::run_latency(ops, a.lat);
+
+  const double gbps = r.bytes_per_step / (r.ms_per_token * 1e-3) / 1e9;
+  const double floor_ms = r.bytes_per_step / (ceil.read_gbps * 1e9) * 1e3;
+  const nlohmann::json dev = bench::device_info();
+  const engine::CudaOpsStats& st = ops.stats();
+  nlohmann::json j = {
+      {"model", model.config.name},
+      {"model_dir", a.model},
+      {"gpu", dev.value("gpu", "unknown")},
+      {"batch", a.lat.batch},
+      {"input_len", a.lat.input_len},
+      {"output_len", a.lat.output_len},
+      {"ttft_ms", r.ttft_ms},
+      {"ms_per_token", r.ms_per_token},
+      {"tokens_per_s", r.tokens_per_s},
+      {"bytes_per_step", r.bytes_per_step},
+      {"weight_bytes_per_step", r.weight_bytes_per_step},
+      {"kv_bytes_per_step", r.kv_bytes_per_step},
+      {"gbps", gbps},
+      {"floor_ms_per_token", floor_ms},
+      {"pct_of_floor", 100.0 * floor_ms / r.ms_per_token},
+      {"logits_hash", r.logits_hash},
+      {"baseline_tokens_per_s", nullptr},
+      {"cuda_graphs", !a.no_graphs},
+      {"timed_steps", r.timed_steps},
+      {"decode_ms", r.decode_ms},
+      {"first_tokens", std::vector<int32_t>(r.tokens.begin(),
+                                            r.tokens.begin() + std::min<size_t>(16, r.tokens.size()))},
+      {"method",
+       "ttft: CUDA events around the prefill of all prompts and the first sampling; "
+       "ms_per_token: CUDA events around decode steps 2..M (each step adds one token per "
+       "sequence, greedy, ids copied back); a full untimed pass with the same prompts runs first. "
+       "bytes_per_step: weights once (embedding rows only) + K/V read and written, bf16; floor: "
+       "bytes_per_step at the streaming read bandwidth measured in this process"},
+      {"engine", {{"graph_captures", st.graph_captures},
+                  {"graph_replays", st.graph_replays},
+                  {"eager_steps", st.eager_steps},
+                  {"upload_ms", st.upload_ms},
+                  {"upload_bytes", st.upload_bytes},
+                  {"weight_bytes", st.weight_bytes},
+                  {"arena_bytes", st.arena_bytes}}},
+      {"ceilings", ceil.to_json()},
+      {"device", dev},
+      {"driver", dev.value("driver", "unknown")},
+      {"clocks", bench::clocks()},
+      {"git_sha", bench::git_sha()},
+      {"timestamp", utc_now()},
+      {"seed", a.lat.seed},
+  };
+  fmt::print("{} on {}: batch {}, input {}, output {}, graphs {}\n", model.config.name,
+             j["gpu"].get<std::string>(), a.lat.batch, a.lat.input_len, a.lat.output_len,
+             a.no_graphs ? "off" : "on");
+  fmt::print("  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
+             "({:.1f}% of floor) | read ceiling {:.0f} GB/s | {}\n",
+             r.ttft_ms, r.ms_per_token, r.tokens_per_s, gbps, floor_ms,
+             100.0 * floor_ms / r.ms_per_token, ceil.read_gbps, r.logits_hash);
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    CEILING_ENSURE(f.good(), "bench latency: cannot write '{}'", a.out);
+    f << j.dump(2) << "\n";
+    CEILING_ENSURE(f.good(), "bench latency: writing '{}' failed", a.out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> setup_bench_latency(CLI::App& sub) {
+  auto a = std::make_shared<LatencyArgs>();
+  sub.add_option("--model", a->model, "Hugging Face model directory")->required();
+  sub.add_option("--batch", a->lat.batch, "sequences decoded together")->check(CLI::Range(1, 1024));
+  sub.add_option("--input-len", a->lat.input_len, "prompt tokens per sequence")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--output-len", a->lat.output_len, "decode steps")->check(CLI::Range(2, 1 << 20));
+  sub.add_option("--block-size", a->lat.block_size, "KV cache block size")
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--seed", a->lat.seed, "seed of the random prompts");
+  sub.add_option("--out", a->out, "write the result JSON here");
+  sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
+  sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
+  return [a] { return run_latency_bench(*a); };
+}
+#else
+std::function<int()> setup_bench_latency(CLI::App& sub) {
+  (void)sub;
+  return []() -> int { fail("bench latency: this ceiling was built without the CUDA engine"); };
+}
+#endif
+
+}  // namespace ceiling::cli

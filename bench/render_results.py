@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Renders docs/results.md (and docs/img/*.png) from bench/results/*.json. Nothing in the output is
+typed by hand: every number comes from a result file, which names its GPU, driver, clocks, git SHA
+and the ceilings measured in the same run.
+
+Kernel runs (`"tool": "ceiling bench kernels"`) get a table per run — kernel, shape, time, GB/s,
+% of the measured read bandwidth and matrix rate, roofline prediction vs measurement and the gap,
+the PyTorch baseline and the speedup, the correctness check — plus two charts: the kernels on the
+roofline of the measured ceilings, and predicted vs measured time. Other result files are listed.
+
+usage: python3 bench/render_results.py [--results bench/results] [--out docs/results.md]
+"""
+import argparse
+import glob
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def fmt_us(ms):
+    return "" if ms is None else f"{ms * 1e3:.2f}"
+
+
+def fmt(v, spec):
+    return "" if v is None or isinstance(v, str) else format(v, spec)
+
+
+def roofline_png(run, path):
+    mc = run["measured_ceilings"]
+    bw, peak = mc["read_gbps"] * 1e9, mc["bf16_gemm_tflops"] * 1e12
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    xs = [c["flops"] / c["bytes"] for c in run["cases"] if c.get("bytes") and c.get("flops")]
+    lo, hi = min(xs + [0.1]) / 2, max(xs + [1e3]) * 2
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(peak, bw * x) / 1e12 for x in grid], "k-", lw=1.5,
+            label=f"measured roof: {mc['read_gbps']:.0f} GB/s, {mc['bf16_gemm_tflops']:.0f} TFLOP/s bf16")
+    ops = sorted({c["op"] for c in run["cases"] if "tflops" in c})
+    cmap = plt.get_cmap("tab20")
+    for i, op in enumerate(ops):
+        pts = [(c["flops"] / c["bytes"], c["tflops"]) for c in run["cases"]
+               if c["op"] == op and c.get("bytes") and c.get("flops") and c.get("tflops")]
+        if pts:
+            ax.scatter(*zip(*pts), s=18, color=cmap(i % 20), label=op)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of device memory)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(f"{run['gpu']} — kernels on the measured roofline")
+    ax.legend(fontsize=6, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def pred_png(run, path):
+    fig, ax = plt.subplots(figsize=(6, 5.5))
+    pts = [(c["predicted_ms"] * 1e3, c["time_ms_median"] * 1e3, c["op"]) for c in run["cases"]
+           if c.get("predicted_ms") and c.get("time_ms_median")]
+    ops = sorted({p[2] for p in pts})
+    cmap = plt.get_cmap("tab20")
+    for i, op in enumerate(ops):
+        sel = [(p, m) for p, m, o in pts if o == op]
+        ax.scatter(*zip(*sel), s=18, color=cmap(i % 20), label=op)
+    if pts:
+        lo = min(min(p, m) for p, m, _ in pts) / 1.5
+        hi = max(max(p, m) for p, m, _ in pts) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=1, label="measured = predicted")
+        ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="gray", alpha=0.2,
+                        label="±15%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("roofline prediction, layer 2 (µs)")
+    ax.set_ylabel("measured median (µs)")
+    ax.set_title(f"{run['gpu']} — predicted vs measured")
+    ax.legend(fontsize=6)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def kernel_section(name, run, img_dir, md_dir):
+    mc = run["measured_ceilings"]
+    clk = run.get("clocks", {})
+    out = [f"## {run['gpu']} — {name}", ""]
+    out.append(f"- file: `bench/results/{name}`; date {run.get('date')}; git `{run.get('git_sha')}`; "
+               f"driver {run.get('driver')}")
+    out.append(f"- clocks at start (nvidia-smi): SM {clk.get('sm_mhz')} MHz, memory {clk.get('mem_mhz')} MHz "
+               f"(max {clk.get('sm_max_mhz')} / {clk.get('mem_max_mhz')})")
+    out.append(f"- measured ceilings (this run): read {mc['read_gbps']:.0f} GB/s, bf16 GEMM 8192³ "
+               f"{mc['bf16_gemm_tflops']:.0f} TFLOP/s, graph launch {mc['launch_graph_us']:.2f} µs/kernel, "
+               f"small kernel {mc['small_kernel_us']:.2f} µs")
+    if run.get("baseline"):
+        b = run["baseline"]
+        out.append(f"- baseline: PyTorch {b.get('torch')} (CUDA {b.get('cuda')}), {b.get('method')}")
+    out.append(f"- timing: median / min / max per call over {run.get('reps')} CUDA-graph replays, inputs "
+               f"rotated over {run.get('rotation_bytes', 0) / 1e6:.0f} MB; gap = measured / predicted")
+    out.append("")
+    out.append("| kernel | shape | median µs | min–max µs | GB/s | % read BW | TFLOP/s | % matrix | "
+               "predicted µs | gap | limiter | baseline | baseline µs | speedup | rel err | check |")
+    out.append("|" + "---|" * 16)
+    for c in run["cases"]:
+        if "time_ms_median" not in c:
+            out.append(f"| {c['op']} | {c['shape']} | error: {c.get('error', '')} |" + " |" * 13)
+            continue
+        err = c.get("max_rel_err")
+        out.append("| " + " | ".join([
+            c["op"], c["shape"], fmt_us(c["time_ms_median"]),
+            f"{fmt_us(c['time_ms_min'])}–{fmt_us(c['time_ms_max'])}", fmt(c["gbps"], ".0f"),
+            fmt(c["pct_read_bw"], ".1f"), fmt(c["tflops"], ".2f"), fmt(c["pct_peak_compute"], ".1f"),
+            fmt_us(c.get("predicted_ms")), fmt(c.get("gap"), ".2f"), c.get("predicted_limiter", ""),
+            c.get("baseline_name") or "", fmt_us(c.get("baseline_ms")), fmt(c.get("speedup_vs_baseline"), ".2f"),
+            fmt(err, ".1e") if not isinstance(err, str) else err, "pass" if c.get("passed") else "**FAIL**",
+        ]) + " |")
+    stem = os.path.splitext(name)[0]
+    roof, pred = os.path.join(img_dir, f"{stem}_roofline.png"), os.path.join(img_dir, f"{stem}_pred_vs_meas.png")
+    roofline_png(run, roof)
+    pred_png(run, pred)
+    out += ["", f"![roofline]({os.path.relpath(roof, md_dir)})", f"![predicted vs measured]({os.path.relpath(pred, md_dir)})", ""]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results.md"))
+    a = ap.parse_args()
+    md_dir = os.path.dirname(os.path.abspath(a.out))
+    img_dir = os.path.join(md_dir, "img")
+    os.makedirs(img_dir, exist_ok=True)
+    lines = ["# Results", "",
+             "Generated by `bench/render_results.py` from `bench/results/*.json` — do not edit by hand. "
+             "Every number below comes from one measured run; a ratio compares two numbers of the same run "
+             "on the same GPU.", ""]
+    others = []
+    for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
+        with open(path) as f:
+            try:
+                run = json.load(f)
+            except json.JSONDecodeError as e:
+                others.append(f"- `{os.path.basename(path)}`: unreadable ({e})")
+                continue
+        if isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
+            lines += kernel_section(os.path.basename(path), run, img_dir, md_dir)
+        else:
+            others.append(f"- `{os.path.basename(path)}`")
+    if others:
+        lines += ["## Other result files", ""] + others + [""]
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+#include "bench/cases/linear.h"
+
+#include <nlohmann/json.hpp>
+
+#include "bench/cases/case_util.h"
+#include "kernels/cpu/ref.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/linear.h"
+
+namespace ceiling::bench {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+class LinearCase : public CaseBase {
+ public:
+  LinearCase(LinearImpl impl, int M, int N, int K, bool bias, DType out)
+      : impl_(impl), M_(M), N_(N), K_(K), bias_(bias), out_dtype_(out) {}
+  std::string op() const override {
+    return impl_ == LinearImpl::kGemv ? "linear_gemv" : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt" : "linear";
+  }
+  std::string shape() const override {
+    std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
+    if (bias_) s += " bias";
+    if (out_dtype_ != DType::kBF16) s += " out=" + std::string(dtype_name(out_dtype_));
+    return s;
+  }
+  nlohmann::json params() const override {
+    return {{"M", M_}, {"N", N_}, {"K", K_}, {"bias", bias_}, {"out_dtype", dtype_name(out_dtype_)}};
+  }
+  std::string baseline_name() const override { return "torch.nn.functional.linear"; }
+  Cost cost() const override {
+    Cost c;
+    c.flops = 2.0 * M_ * double(N_) * K_;
+    c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ + (bias_ ? 2.0 * N_ : 0);
+    if (uses_gemv()) {
+      c.math = DType::kF32;  // CUDA-core FMAs
+    } else {
+      c.math = DType::kBF16;
+      c.tiles = int64_t((M_ + 127) / 128) * ((N_ + 127) / 128);
+    }
+    return c;
+  }
+  size_t set_bytes() const override {
+    return bf16_bytes(double(N_) * K_ + double(M_) * K_ + N_) + size_t(out_size()) * M_ * N_;
+  }
+  void setup(int copies, uint64_t seed, cudaStream_t s) override {
+    remember(copies, seed);
+    w_ = Pool<bf16>(size_t(N_) * K_, copies);
+    x_ = Pool<bf16>(size_t(M_) * K_, copies);
+    b_ = Pool<bf16>(N_, copies);
+    out_ = Pool<uint8_t>(size_t(M_) * N_ * out_size(), copies);
+    fill_uniform(w_.base(), w_.total(), seed, -1.0f, 1.0f, s);
+    fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
+    fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
+    if (impl_ != LinearImpl::kGemv) {
+      if (!lt_) lt_ = std::make_unique<cuda::Linear>();
+      lt_->lt().plan(M_, N_, K_, bias_, out_dtype_).throw_if_error();
+    }
+  }
+  Status run(int set, cudaStream_t s) override {
+    const bf16* bias = bias_ ? b_.at(set) : nullptr;
+    switch (impl_) {
+      case LinearImpl::kGemv:
+        return cuda::gemv(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
+      case LinearImpl::kCublasLt:
+        return lt_->lt().run(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
+      default:
+        return lt_->run(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
+    }
+  }
+  CheckResult check(cudaStream_t s) override {
+    const uint64_t sd = check_seed();
+    fill_uniform(w_.at(0), w_.n(), sd, -1.0f, 1.0f, s);
+    fill_uniform(x_.at(0), x_.n(), sd + 1, -1.0f, 1.0f, s);
+    fill_uniform(b_.at(0), b_.n(), sd + 2, -1.0f, 1.0f, s);
+    poison(out_.at(0), out_.n(), s);
+    run(0, s).throw_if_error();
+    std::vector<int> rows = {0};
+    if (M_ > 2) rows.push_back(M_ / 2);
+    if (M_ > 1) rows.push_back(M_ - 1);
+    const auto w = to_host(w_.at(0), w_.n(), s);
+    const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
+    const auto b = to_host(b_.at(0), b_.n(), s);
+    std::vector<float> xs, got;
+    for (int m : rows) {
+      xs.insert(xs.end(), x.begin() + size_t(m) * K_, x.begin() + size_t(m + 1) * K_);
+      if (out_dtype_ == DType::kF32) {
+        const auto o = to_host(reinterpret_cast<const float*>(out_.at(0)) + size_t(m) * N_, N_, s);
+        got.insert(got.end(), o.begin(), o.end());
+      } else {
+        const auto o = to_f32(to_host(reinterpret_cast<const bf16*>(out_.at(0)) + size_t(m) * N_, N_, s));
+        got.insert(got.end(), o.begin(), o.end());
+      }
+    }
+    std::vector<float> ref(rows.size() * N_);
+    TensorView wv(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
+    TensorView bv(const_cast<bf16*>(b.data()), DType::kBF16, {N_});
+    cpu::linear(xs.data(), wv, bias_ ? &bv : nullptr, static_cast<int>(rows.size()), ref.data());
+    CheckResult r;
+    r.tolerance = kTolBf16Out;
+    r.max_rel_err = rel_err(got, ref);
+    r.detail = err_str("out", r.max_rel_err) + " (" + std::to_string(rows.size()) + " rows)";
+    return r;
+  }
+
+ private:
+  int out_size() const { return out_dtype_ == DType::kF32 ? 4 : 2; }
+  bool uses_gemv() const {
+    return impl_ == LinearImpl::kGemv ||
+           (impl_ == LinearImpl::kDispatch && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv);
+  }
+  LinearImpl impl_;
+  int M_, N_, K_;
+  bool bias_;
+  DType out_dtype_;
+  Pool<bf16> w_, x_, b_;
+  Pool<uint8_t> out_;
+  std::unique_ptr<cuda::Linear> lt_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int K, bool bias,
+                                             DType out_dtype) {
+  return std::make_unique<LinearCase>(impl, M, N, K, bias, out_dtype);
+}
+
+// The shapes (x·W with W 4096→14336, 4096→4096, 14336→4096), the fused QKV / gate-up of
+// Llama-3.1-8B (6144, 28672), a 1B-class hidden of 2048, and the lm_head (f32 logits). The
+// crossover sweep (linear_gemv vs linear_cublaslt over M) feeds bench/gen_crossover.py.
+void register_linear_cases(CaseList& out) {
+  const int shapes[][2] = {{14336, 4096}, {4096, 4096}, {4096, 14336},
+                           {6144, 4096},  {28672, 4096}, {2048, 2048}};
+  for (const auto& [N, K] : shapes)
+    for (int M : {1, 2, 4, 6, 8, 12, 16}) {
+      out.push_back(make_linear_case(LinearImpl::kGemv, M, N, K, false));
+      out.push_back(make_linear_case(LinearImpl::kCublasLt, M, N, K, false));
+    }
+  out.push_back(make_linear_case(LinearImpl::kGemv, 1, 4096, 4096, true));
+  out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
+  for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
+    out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));
+}
+
+}  // namespace ceiling::bench

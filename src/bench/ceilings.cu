@@ -1,0 +1,132 @@
+#include <algorithm>
+#include <vector>
+
+#include "bench/ceilings.h"
+#include "bench/device_util.h"
+#include "core/check.h"
+#include "kernels/cuda/gemm_lt.h"
+
+namespace ceiling::bench {
+namespace {
+
+// Streaming read: 16-byte loads, kUnroll in flight per thread, grid-stride. The sink store is
+// never taken (the data is random bf16 in [-1, 1)) but keeps the loads alive.
+template <int kUnroll>
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcs(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7fc07fc0u) sink[0] = acc;  // two bf16 NaNs: never in the random data
+}
+
+__global__ void empty_kernel() {}
+__global__ void tiny_kernel(int* p) { p[threadIdx.x] += 1; }
+
+template <typename F>
+double median_ms(int reps, cudaStream_t s, F&& body) {
+  std::vector<cudaEvent_t> ev(reps + 1);
+  for (auto& e : ev) CEILING_CUDA_CHECK(cudaEventCreate(&e));
+  CEILING_CUDA_CHECK(cudaEventRecord(ev[0], s));
+  for (int r = 0; r < reps; ++r) {
+    body();
+    CEILING_CUDA_CHECK(cudaEventRecord(ev[r + 1], s));
+  }
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<double> t(reps);
+  for (int r = 0; r < reps; ++r) {
+    float ms = 0;
+    CEILING_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
+    t[r] = ms;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[reps / 2];
+}
+
+// Per-node time of a graph of `n` copies of a kernel launch.
+template <typename Launch>
+double graph_node_us(cudaStream_t s, int n, Launch&& launch) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t x = nullptr;
+  CEILING_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < n; ++i) launch();
+  CEILING_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  CEILING_CUDA_CHECK(cudaGraphInstantiate(&x, g, 0));
+  for (int i = 0; i < 3; ++i) CEILING_CUDA_CHECK(cudaGraphLaunch(x, s));
+  const double ms = median_ms(20, s, [&] { CEILING_CUDA_CHECK(cudaGraphLaunch(x, s)); });
+  cudaGraphExecDestroy(x);
+  cudaGraphDestroy(g);
+  return ms * 1e3 / n;
+}
+
+}  // namespace
+
+nlohmann::json MeasuredCeilings::to_json() const {
+  return {{"read_gbps", read_gbps},
+          {"bf16_gemm_tflops", bf16_gemm_tflops},
+          {"launch_graph_us", launch_graph_us},
+          {"small_kernel_us", small_kernel_us},
+          {"method",
+           {{"read_gbps", "16-byte streaming loads over a 4 GiB random buffer, best of 3 grids, "
+                          "median of 20"},
+            {"bf16_gemm_tflops", "cuBLASLt 8192x8192x8192 bf16, fp32 compute, random data, "
+                                 "median of 20"},
+            {"launch_graph_us", "graph of 200 empty kernels, per node, median of 20"},
+            {"small_kernel_us", "graph of 200 one-CTA read-modify-write kernels, per node"}}}};
+}
+
+MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
+  MeasuredCeilings m;
+  int dev = 0, sms = 0;
+  CEILING_CUDA_CHECK(cudaGetDevice(&dev));
+  CEILING_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  {
+    DeviceBuffer buf(read_bytes), sink(64);
+    fill_uniform(buf.as<__nv_bfloat16>(), read_bytes / 2, 0x5eed, -1.0f, 1.0f, s);
+    const size_t n = read_bytes / 16;
+    const auto* p = buf.as<const uint4>();
+    for (int per_sm : {4, 8, 16}) {
+      const unsigned grid = static_cast<unsigned>(sms * per_sm);
+      auto body = [&] { read_kernel<4><<<grid, 256, 0, s>>>(p, n, sink.as<uint32_t>()); };
+      body();
+      CEILING_CUDA_CHECK(cudaGetLastError());
+      const double ms = median_ms(20, s, body);
+      m.read_gbps = std::max(m.read_gbps, read_bytes / (ms * 1e-3) / 1e9);
+    }
+  }
+  {
+    constexpr int kN = 8192;
+    DeviceBuffer a(size_t{kN} * kN * 2), b(size_t{kN} * kN * 2), c(size_t{kN} * kN * 2);
+    fill_uniform(a.as<__nv_bfloat16>(), size_t{kN} * kN, 1, -1.0f, 1.0f, s);
+    fill_uniform(b.as<__nv_bfloat16>(), size_t{kN} * kN, 2, -1.0f, 1.0f, s);
+    cuda::LtGemm lt;
+    auto body = [&] {
+      lt.run(a.as<__nv_bfloat16>(), b.as<__nv_bfloat16>(), nullptr, c.get(), DType::kBF16, kN, kN,
+             kN, s)
+          .throw_if_error();
+    };
+    for (int i = 0; i < 3; ++i) body();
+    const double ms = median_ms(20, s, body);
+    m.bf16_gemm_tflops = 2.0 * kN * kN * double{kN} / (ms * 1e-3) / 1e12;
+  }
+  {
+    DeviceBuffer cells(4096);
+    CEILING_CUDA_CHECK(cudaMemsetAsync(cells.get(), 0, 4096, s));
+    m.launch_graph_us = graph_node_us(s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); });
+    m.small_kernel_us = graph_node_us(s, 200, [&] { tiny_kernel<<<1, 256, 0, s>>>(cells.as<int>()); });
+  }
+  return m;
+}
+
+}  // namespace ceiling::bench

@@ -1,0 +1,185 @@
+#include "bench/harness.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <regex>
+
+#include "bench/case.h"
+#include "bench/ceilings.h"
+#include "bench/device_util.h"
+#include "bench/run_info.h"
+#include "bench/timing.h"
+#include "core/check.h"
+#include "roofline/kernel_cost.h"
+
+namespace ceiling::bench {
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// Datasheet layer-2 parameters for this GPU with the rates replaced by the ones just measured.
+roofline::GpuCeilings ceilings_for_run(const nlohmann::json& dev, const MeasuredCeilings& m) {
+  roofline::GpuCeilings g;
+  try {
+    g = roofline::ceilings_for(roofline::gpu_id_for_device(dev.value("gpu", "")), false);
+  } catch (const Error&) {
+    g.gpu_id = "unknown";
+    g.gpu_name = dev.value("gpu", "unknown");
+    g.fp32_flops = 60e12;
+  }
+  g.measured = true;
+  g.source = "measured at the start of this run";
+  g.sm_count = dev.value("sm_count", g.sm_count);
+  g.l2_bytes = dev.value("l2_bytes", g.l2_bytes);
+  g.mem_bw = m.read_gbps * 1e9;
+  g.bf16_flops = m.bf16_gemm_tflops * 1e12;
+  g.bw_efficiency = 1;
+  g.compute_efficiency = 1;
+  g.launch_graph_s = m.launch_graph_us * 1e-6;
+  g.kernel_floor_s = std::max(0.0, (m.small_kernel_us - m.launch_graph_us) * 1e-6);
+  return g;
+}
+
+nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::GpuCeilings& gpu,
+                        const MeasuredCeilings& m, size_t rotate_bytes, cudaStream_t s) {
+  nlohmann::json j;
+  j["op"] = c.op();
+  j["shape"] = c.shape();
+  j["dtype"] = c.dtype();
+  j["params"] = c.params();
+  const int copies = copies_for(c.set_bytes(), rotate_bytes);
+  c.setup(copies, opt.seed, s);
+  const CheckResult chk = c.check(s);
+  j["max_rel_err"] = std::isfinite(chk.max_rel_err) ? nlohmann::json(chk.max_rel_err) : nlohmann::json("inf");
+  j["tolerance"] = chk.tolerance;
+  j["check_detail"] = chk.detail;
+  j["passed"] = chk.passed();
+
+  TimingOptions topt;
+  topt.reps = opt.reps;
+  const Timing t = time_case(c, copies, topt, s);
+  const Cost cost = c.cost();
+  const double sec = t.median_ms * 1e-3;
+  j["time_ms_median"] = t.median_ms;
+  j["time_ms_min"] = t.min_ms;
+  j["time_ms_max"] = t.max_ms;
+  j["reps"] = t.reps;
+  j["runs_per_replay"] = t.per_rep;
+  j["input_sets"] = copies;
+  j["bytes"] = cost.bytes;
+  j["flops"] = cost.flops;
+  j["math"] = std::string(dtype_name(cost.math));
+  j["launches"] = cost.launches;
+  j["gbps"] = cost.bytes / sec / 1e9;
+  j["tflops"] = cost.flops / sec / 1e12;
+  j["pct_read_bw"] = 100.0 * cost.bytes / sec / (m.read_gbps * 1e9);
+  j["pct_peak_compute"] = 100.0 * cost.flops / sec / (m.bf16_gemm_tflops * 1e12);
+
+  roofline::KernelCost kc;
+  kc.flops = cost.flops;
+  kc.bytes = cost.bytes;
+  kc.tiles = cost.tiles;
+  kc.launches = cost.launches;
+  const roofline::Prediction p = roofline::predict(gpu, kc, cost.math, true);
+  j["predicted_ms"] = p.time_predicted_s * 1e3;
+  j["roofline_ms"] = p.time_roofline_s * 1e3;
+  j["predicted_limiter"] = std::string(roofline::limiter_name(p.limiter));
+  j["gap"] = t.median_ms / (p.time_predicted_s * 1e3);  // measured / predicted
+  j["baseline_name"] = c.baseline_name();
+  j["baseline_ms"] = nullptr;  // filled by bench/torch_baseline.py --merge
+  j["speedup_vs_baseline"] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+int run_kernel_bench(const BenchOptions& opt) {
+  const std::regex re(opt.filter);
+  CaseList cases = all_cases();
+  std::vector<std::unique_ptr<KernelCase>> selected;
+  for (auto& c : cases)
+    if (std::regex_search(c->op() + " " + c->shape(), re)) selected.push_back(std::move(c));
+  if (opt.list) {
+    for (const auto& c : selected) fmt::print("{:<22} {}\n", c->op(), c->shape());
+    return 0;
+  }
+  CEILING_ENSURE(!selected.empty(), "bench kernels: no case matches --filter '{}'", opt.filter);
+
+  cudaStream_t s = nullptr;
+  CEILING_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  nlohmann::json run;
+  run["tool"] = "ceiling bench kernels";
+  run["date"] = utc_now();
+  run["git_sha"] = git_sha();
+  const nlohmann::json dev = device_info();
+  run["gpu"] = dev.value("gpu", "unknown");
+  run["driver"] = dev.value("driver", "unknown");
+  run["device"] = dev;
+  run["clocks"] = clocks();
+  fmt::print("ceiling bench kernels: {} ({}), driver {}, git {}\n", run["gpu"].get<std::string>(),
+             dev.value("sm_count", 0), run["driver"].get<std::string>(), run["git_sha"].get<std::string>());
+  const MeasuredCeilings m = measure_ceilings(s, opt.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
+  run["clocks_after_ceilings"] = clocks();
+  run["measured_ceilings"] = m.to_json();
+  fmt::print("measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel {:.2f} us\n",
+             m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us);
+  const roofline::GpuCeilings gpu = ceilings_for_run(dev, m);
+  run["roofline"] = {{"gpu_id", gpu.gpu_id},
+                     {"layer", 2},
+                     {"launch_graph_us", gpu.launch_graph_s * 1e6},
+                     {"kernel_floor_us", gpu.kernel_floor_s * 1e6},
+                     {"fp32_tflops", gpu.fp32_flops / 1e12}};
+  run["reps"] = opt.reps;
+  const size_t rotate = 4 * l2_bytes();
+  run["rotation_bytes"] = rotate;
+
+  fmt::print("{:<22} {:<34} {:>10} {:>8} {:>6} {:>7} {:>10} {:>6} {:>9} {}\n", "op", "shape",
+             "median_us", "GB/s", "%BW", "TFLOP/s", "pred_us", "gap", "rel_err", "check");
+  bool all_ok = true;
+  nlohmann::json results = nlohmann::json::array();
+  for (auto& c : selected) {
+    nlohmann::json j;
+    try {
+      j = run_case(*c, opt, gpu, m, rotate, s);
+    } catch (const Error& e) {
+      j = {{"op", c->op()}, {"shape", c->shape()}, {"dtype", c->dtype()}, {"passed", false},
+           {"error", e.what()}};
+      fmt::print("{:<22} {:<34} ERROR {}\n", c->op(), c->shape(), e.what());
+      cudaGetLastError();
+    }
+    c.reset();  // frees the case's device memory
+    all_ok = all_ok && j.value("passed", false);
+    if (j.contains("time_ms_median")) {
+      const double rel = j["max_rel_err"].is_number() ? j["max_rel_err"].get<double>() : INFINITY;
+      fmt::print("{:<22} {:<34} {:>10.2f} {:>8.0f} {:>6.1f} {:>7.2f} {:>10.2f} {:>6.2f} {:>9.2e} {}\n",
+                 j["op"].get<std::string>(), j["shape"].get<std::string>(),
+                 j["time_ms_median"].get<double>() * 1e3, j["gbps"].get<double>(),
+                 j["pct_read_bw"].get<double>(), j["tflops"].get<double>(),
+                 j["predicted_ms"].get<double>() * 1e3, j["gap"].get<double>(), rel,
+                 j["passed"].get<bool>() ? "ok" : "FAIL " + j["check_detail"].get<std::string>());
+    }
+    std::fflush(stdout);
+    results.push_back(std::move(j));
+  }
+  run["cases"] = std::move(results);
+  run["clocks_end"] = clocks();
+  cudaStreamDestroy(s);
+  if (!opt.out.empty()) {
+    std::ofstream f(opt.out);
+    CEILING_ENSURE(f.good(), "bench kernels: cannot write {}", opt.out);
+    f << run.dump(1) << "\n";
+    fmt::print("wrote {}\n", opt.out);
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace ceiling::bench

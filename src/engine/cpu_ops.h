@@ -1,0 +1,73 @@
+// CpuOps: the reference backend. fp32 activations and KV cache, f32/bf16/f16 weights, fp32
+// accumulation; every op has the meaning of the matching function in kernels/cpu/ref.h. The
+// projections are split over output rows across a small thread pool; everything else calls the
+// reference functions (row-parallel where that is free).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/ops.h"
+#include "engine/thread_pool.h"
+
+namespace ceiling::engine {
+
+struct CpuOpsOptions {
+  int n_threads = 0;  // <= 0: all hardware threads
+};
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(CpuOpsOptions options = {});
+  ~CpuOps() override;
+
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return Device::kCpu; }
+  DType act_dtype() const override { return DType::kF32; }
+  DType kv_dtype() const override { return DType::kF32; }
+
+  TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  const ModelWeights& upload(const ModelConfig& config, const ModelWeights& host) override;
+  const ModelWeights& weights() const override;
+  const ModelConfig& config() const override;
+  KvCache alloc_kv_cache(int num_blocks, int block_size) override;
+  void to_host(const TensorView& src, float* dst) override;
+  void from_host(const float* src, const TensorView& dst) override;
+
+  void prepare(const StepBatch& step, const KvCache& kv) override;
+  void embedding(const TensorView& out) override;
+  void rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
+                const TensorView& out) override;
+  void qkv_proj(int layer, const TensorView& x, const TensorView& q, const TensorView& k,
+                const TensorView& v) override;
+  void qk_norm(int layer, const TensorView& q, const TensorView& k) override;
+  void rope_kv_write(int layer, const TensorView& q, const TensorView& k, const TensorView& v,
+                     KvCache& kv) override;
+  void attention(int layer, const TensorView& q, const KvCache& kv, const TensorView& out) override;
+  void o_proj(int layer, const TensorView& attn, const TensorView& out) override;
+  void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
+  void silu_mul(const TensorView& gate_up, const TensorView& out) override;
+  void down_proj(int layer, const TensorView& act, const TensorView& out) override;
+  void gather_rows(const TensorView& x, const TensorView& out) override;
+  void lm_head(const TensorView& x, const TensorView& logits) override;
+  void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
+
+  // out[t, n] (row stride ldo) = x [T, K] · w[n, :]ᵀ (+ bias[n]) for a weight w [N, K]: the
+  // thread-parallel equivalent of cpu::linear, exposed for tests.
+  void linear(const float* x, const TensorView& w, const TensorView* bias, int T, float* out,
+              int64_t ldo);
+
+ private:
+  const LayerWeights& layer(int l) const;
+
+  ThreadPool pool_;
+  std::vector<std::unique_ptr<float[]>> f32_buffers_;
+  std::vector<std::unique_ptr<unsigned char[]>> raw_buffers_;
+  bool uploaded_ = false;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::vector<float> inv_freq_;  // [D/2]
+  StepBatch step_;               // the prepared step (host copies the kernels read)
+};
+
+}  // namespace ceiling::engine

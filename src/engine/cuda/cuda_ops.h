@@ -1,0 +1,208 @@
+// CudaOps: the GPU backend of the Ops interface (engine/ops.h). bf16 activations and weights,
+// bf16 paged KV cache, fp32 logits; every op is a launcher of src/kernels/cuda/ on one stream.
+//
+// Memory: weights live in one allocation filled straight from the host views (the mmap of
+// load_model) through pinned staging buffers, with QKV and gate/up fused (weight_upload.h).
+// Workspace buffers (alloc(), step metadata, attention/sampler workspace) come from one device
+// arena and never move; a KV cache is one allocation with a hidden extra block per layer (the
+// dummy block that padding rows of a decode graph point at).
+//
+// Steps: prepare() packs the StepBatch into a pinned host mirror; one async copy moves it into
+// fixed device buffers that the kernels read. A decode step (every sequence adds one token, one
+// logits row each) of S sequences runs as a CUDA graph of B = the bucket ≥ S (1, 2, 4, ..., up
+// to max_graph_batch): rows S..B-1 are padding (token 0, slot -1 so nothing is written to the
+// cache, a one-token context in the dummy block). The first decode step of a bucket runs eagerly
+// (warm-up: module loads, cuBLASLt plans), the second is captured — metadata copy, the whole
+// forward, and the argmax of every logits row with its copy to pinned host memory — and every
+// later one replays it: the op calls of the forward then only check that they match what was
+// captured, and lm_head() launches the graph. Bucketing needs every buffer from alloc() to have
+// ≥ B rows (Forward: min(max_tokens, max_logits_rows)); otherwise the graph has exactly S rows.
+// With cuda_graphs = false every step runs eagerly (like vLLM's --enforce-eager).
+//
+// Thread-safety: one thread at a time (the engine thread), as every Ops.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/weight_upload.h"
+#include "engine/ops.h"
+#include "engine/ops_factory.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/linear.h"
+
+namespace ceiling::engine {
+
+struct CudaOpsOptions {
+  int device_index = 0;
+  bool cuda_graphs = true;   // false: every step eager (--no-graphs / --enforce-eager)
+  int max_graph_batch = 256;  // largest decode bucket captured; bigger decode steps run eagerly
+  // (source bytes copied, total) during upload(), e.g. for a progress line on a TTY.
+  std::function<void(uint64_t, uint64_t)> upload_progress;
+};
+
+struct CudaOpsStats {
+  int eager_steps = 0, graph_captures = 0, graph_replays = 0;
+  double upload_ms = 0;
+  uint64_t upload_bytes = 0;     // bytes read from the host weights
+  uint64_t weight_bytes = 0;     // bytes of the device copy (bf16, fused)
+  uint64_t arena_bytes = 0;      // workspace reserved
+};
+
+class CudaOps final : public Ops {
+ public:
+  // Selects the device, creates the stream and cuBLASLt state. Throws ceiling::Error when there
+  // is no usable GPU at options.device_index.
+  explicit CudaOps(CudaOpsOptions options = {});
+  ~CudaOps() override;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::kCuda; }
+  DType act_dtype() const override { return DType::kBF16; }
+  DType kv_dtype() const override { return DType::kBF16; }
+
+  TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  const ModelWeights& upload(const ModelConfig& config, const ModelWeights& host) override;
+  const ModelWeights& weights() const override;
+  const ModelConfig& config() const override;
+  KvCache alloc_kv_cache(int num_blocks, int block_size) override;
+  void to_host(const TensorView& src, float* dst) override;
+  void from_host(const float* src, const TensorView& dst) override;
+  void synchronize() override;
+
+  void prepare(const StepBatch& step, const KvCache& kv) override;
+  void embedding(const TensorView& out) override;
+  void rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
+                const TensorView& out) override;
+  void qkv_proj(int layer, const TensorView& x, const TensorView& q, const TensorView& k,
+                const TensorView& v) override;
+  void qk_norm(int layer, const TensorView& q, const TensorView& k) override;
+  void rope_kv_write(int layer, const TensorView& q, const TensorView& k, const TensorView& v,
+                     KvCache& kv) override;
+  void attention(int layer, const TensorView& q, const KvCache& kv,
+                 const TensorView& out) override;
+  void o_proj(int layer, const TensorView& attn, const TensorView& out) override;
+  void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
+  void silu_mul(const TensorView& gate_up, const TensorView& out) override;
+  void down_proj(int layer, const TensorView& act, const TensorView& out) override;
+  void gather_rows(const TensorView& x, const TensorView& out) override;
+  void lm_head(const TensorView& x, const TensorView& logits) override;
+  void sample(const TensorView& logits, std::span<const SampleRequest> reqs,
+              int32_t* ids) override;
+
+  cudaStream_t stream() const { return stream_; }
+  const CudaOpsStats& stats() const { return stats_; }
+  bool cuda_graphs() const { return options_.cuda_graphs; }
+  // Turning graphs off drops the captured ones.
+  void set_cuda_graphs(bool enabled);
+
+ private:
+  enum class Mode { kIdle, kEager, kCapture, kReplay };
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t signature = 0;
+    bool warmed = false;  // the bucket ran once eagerly; the next step captures
+  };
+  // Device step metadata: fixed addresses (graphs read them); grown only between steps.
+  struct StepMeta {
+    int t_cap = 0, s_cap = 0, mb_cap = 0;
+    size_t bytes = 0;
+    int32_t* dev = nullptr;      // arena
+    cuda_impl::PinnedBuffer host;  // pinned mirror, same layout
+    // Offsets (in int32) of each array in both copies.
+    size_t tokens = 0, positions = 0, slots = 0, query_start = 0, seq_lens = 0, logits_rows = 0,
+           tables = 0;
+  };
+  struct KvAlloc {
+    cuda_impl::DeviceBuffer mem;
+    const void* k0 = nullptr;  // kv.k[0].data: identifies the cache
+  };
+
+  // ---- step plumbing (cuda_ops_step.cpp) ----
+  enum RowKind { kTokens, kLogitsRows };
+  // Checks the op may run now and folds it into the graph signature; returns the rows the
+  // kernels process for `first` (see check_rows).
+  int begin_op(uint64_t op, int layer, std::initializer_list<const void*> ptrs, bool needs_step,
+               const TensorView& first, RowKind kind);
+  // `t` must have the step's T (or R) rows; returns the rows to process: those, or the bucket B
+  // in a graph step (then `t` must be the leading rows of an alloc()'d buffer with ≥ B rows).
+  int check_rows(const TensorView& t, RowKind kind, const char* what);
+  void check_step_kv(const KvCache& kv, int layer) const;
+  bool launching() const { return mode_ != Mode::kReplay; }
+  void ensure_meta(int t_rows, int s_rows, int mb);
+  void ensure_qkv(int rows);
+  void pack_step(const StepBatch& step, int dummy_block);
+  void plan_step(const KvCache& kv, bool graph);
+  void finish_step(const TensorView& logits);
+  void abort_capture();
+  void drop_graphs();
+  const KvAlloc& find_kv(const KvCache& kv) const;
+  template <typename T>
+  T* dev(size_t offset) const {
+    return reinterpret_cast<T*>(meta_.dev + offset);
+  }
+
+  // ---- helpers (cuda_ops.cpp) ----
+  static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
+  void linear(const TensorView& x, const TensorView& w, const TensorView* bias, void* out,
+              DType out_dtype, int rows);
+  const cuda_impl::FusedLayerWeights& fused(int layer) const;
+
+  CudaOpsOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t meta_free_ = nullptr;  // after the last metadata copy: the pinned mirror is free
+  cuda_impl::DeviceArena arena_;
+  std::unique_ptr<cuda::Linear> linear_;
+  CudaOpsStats stats_;
+
+  bool uploaded_ = false;
+  ModelConfig config_;
+  cuda_impl::DeviceWeights weights_;
+  float* inv_freq_ = nullptr;  // [D/2] device
+  std::vector<KvAlloc> kv_allocs_;
+  int64_t row_cap_ = INT64_MAX;  // fewest rows of any alloc()'d buffer of rank ≥ 2
+
+  // The current step (kIdle: none; ops that need no step metadata then run eagerly).
+  Mode mode_ = Mode::kIdle;
+  int step_tokens_ = 0, step_logits_ = 0;  // the step's real T and R
+  int rows_ = 0;         // token rows the kernels process (T, or the bucket B in a graph)
+  int seqs_ = 0;         // sequences the kernels see (S, or B)
+  int logit_rows_ = 0;   // logits rows computed (R, or B)
+  bool decode_ = false;  // every sequence adds one token
+  int step_max_seq_len_ = 0;
+  const void* step_kv_ = nullptr;  // kv.k[0].data of the prepared step's cache
+  uint64_t signature_ = 0;
+  StepMeta meta_;
+  __nv_bfloat16* qkv_ = nullptr;  // [qkv_rows_, Q + 2·KV] fused projection output
+  int qkv_rows_ = 0;
+  void* attn_ws_ = nullptr;  // grown, never freed: graphs keep using the one they captured
+  size_t attn_ws_bytes_ = 0;
+  cuda::DecodePlan decode_plan_;
+  cuda::PrefillPlan prefill_plan_;
+  bool fallback_attention_ = false, fallback_rope_ = false;
+
+  // Graphs, keyed by the bucket B, valid for graph_kv_ (the cache they were captured with).
+  std::map<int, Graph> graphs_;
+  const void* graph_kv_ = nullptr;
+  int bucket_ = 0;       // the graph step's (or warm-up step's) bucket; 0: none
+
+  // Ids of the last graph step: argmax of every logits row, copied to pinned memory in-graph.
+  int32_t* ids_dev_ = nullptr;  // [meta_.t_cap]
+  cuda_impl::PinnedBuffer ids_host_;
+  const void* graph_logits_ = nullptr;  // logits the graph ids belong to (null: none valid)
+
+  // Sampler state (cuda_sampler.cpp), grown on demand.
+  struct SamplerState;
+  std::unique_ptr<SamplerState> sampler_;
+};
+
+// The hook ops_factory.cpp calls for make_ops("cuda").
+std::unique_ptr<Ops> make_cuda_ops(const OpsOptions& options);
+
+}  // namespace ceiling::engine

@@ -1,0 +1,43 @@
+// The timed loop behind `ceiling bench latency`: B random prompts of N tokens prefilled, then
+// decode steps with greedy sampling, timed with CUDA events on the CudaOps stream. The command
+// (apps/ceiling/cmd_bench_latency.cpp) adds the measured ceilings, run info and the JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/cuda_ops.h"
+
+namespace ceiling::engine {
+
+struct LatencyOptions {
+  int batch = 1;          // B sequences decoded together
+  int input_len = 128;    // N prompt tokens per sequence
+  int output_len = 256;   // M decode steps after the prefill
+  int block_size = 16;
+  uint64_t seed = 0;      // prompts: token ids uniform in [0, V) from this seed
+};
+
+struct LatencyResult {
+  double ttft_ms = 0;       // prefill of all prompts + sampling the first tokens
+  int timed_steps = 0;      // decode steps timed: M - 1 (the first, which also hashes, is not)
+  double decode_ms = 0;     // those steps, CUDA events around them
+  double ms_per_token = 0;  // per decode step (each step adds one token to every sequence)
+  double tokens_per_s = 0;  // B / ms_per_token
+  double weight_bytes_per_step = 0, kv_bytes_per_step = 0, bytes_per_step = 0;
+  std::string logits_hash;             // FNV-1a 64 of the first decode step's logits (f32 bytes)
+  std::vector<int32_t> tokens;         // sequence 0's generated ids (prefill's first, then decode)
+};
+
+// `ops` holds the model's weights. Runs the whole sequence twice: once untimed (warm-up: graph
+// capture, cuBLASLt plans, clocks) and once timed, with the same prompts. Needs M >= 2.
+LatencyResult run_latency(CudaOps& ops, const LatencyOptions& options);
+
+// Bytes a decode step moves for `batch` sequences with `context` tokens cached each, bf16: the
+// weights once (embedding: only the B rows looked up), and K/V of the context + 1 tokens the
+// attention reads plus the new token's K/V written.
+double decode_weight_bytes(const ModelConfig& c, int batch);
+double decode_kv_bytes(const ModelConfig& c, int batch, double context);
+
+}  // namespace ceiling::engine

@@ -1,0 +1,69 @@
+#include "engine/forward.h"
+
+#include "core/status.h"
+
+namespace ceiling::engine {
+
+Forward::Forward(Ops& ops, ForwardLimits limits) : ops_(ops), limits_(limits) {
+  const ModelConfig& c = ops.config();
+  CEILING_ENSURE(limits.max_tokens > 0 && limits.max_logits_rows > 0,
+                 "forward: max_tokens {} and max_logits_rows {} must be positive",
+                 limits.max_tokens, limits.max_logits_rows);
+  const int64_t T = limits.max_tokens, R = limits.max_logits_rows;
+  const DType a = ops.act_dtype();
+  ws_.residual = ops.alloc(a, {T, c.hidden_size});
+  ws_.x = ops.alloc(a, {T, c.hidden_size});
+  ws_.h = ops.alloc(a, {T, c.hidden_size});
+  ws_.q = ops.alloc(a, {T, c.q_dim()});
+  ws_.k = ops.alloc(a, {T, c.kv_dim()});
+  ws_.v = ops.alloc(a, {T, c.kv_dim()});
+  ws_.attn = ops.alloc(a, {T, c.q_dim()});
+  ws_.gate_up = ops.alloc(a, {T, 2 * int64_t{c.intermediate_size}});
+  ws_.act = ops.alloc(a, {T, c.intermediate_size});
+  ws_.last = ops.alloc(a, {R, c.hidden_size});
+  ws_.logits = ops.alloc(DType::kF32, {R, c.vocab_size});
+}
+
+TensorView Forward::run(const StepBatch& step, KvCache& kv) {
+  const ModelConfig& c = ops_.config();
+  const ModelWeights& w = ops_.weights();
+  const int T = step.num_tokens(), R = step.num_logits_rows();
+  CEILING_ENSURE(T <= limits_.max_tokens, "forward: step has {} tokens (max_tokens {})", T,
+                 limits_.max_tokens);
+  CEILING_ENSURE(R <= limits_.max_logits_rows, "forward: step wants {} logits rows (max {})", R,
+                 limits_.max_logits_rows);
+  CEILING_ENSURE(kv.num_layers == c.num_layers && kv.num_kv_heads == c.num_kv_heads &&
+                     kv.head_dim == c.head_dim,
+                 "forward: KV cache shape does not match the model");
+  ops_.prepare(step, kv);
+
+  const TensorView residual = rows(ws_.residual, T), x = rows(ws_.x, T), h = rows(ws_.h, T);
+  const TensorView q = rows(ws_.q, T), k = rows(ws_.k, T), v = rows(ws_.v, T);
+  const TensorView attn = rows(ws_.attn, T), gate_up = rows(ws_.gate_up, T);
+  const TensorView act = rows(ws_.act, T);
+
+  ops_.embedding(residual);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    if (l == 0)
+      ops_.rms_norm(residual, nullptr, lw.input_norm, h);
+    else
+      ops_.rms_norm(x, &residual, lw.input_norm, h);
+    ops_.qkv_proj(l, h, q, k, v);
+    if (c.qk_norm) ops_.qk_norm(l, q, k);
+    ops_.rope_kv_write(l, q, k, v, kv);
+    ops_.attention(l, q, kv, attn);
+    ops_.o_proj(l, attn, x);
+    ops_.rms_norm(x, &residual, lw.post_attn_norm, h);
+    ops_.gate_up_proj(l, h, gate_up);
+    ops_.silu_mul(gate_up, act);
+    ops_.down_proj(l, act, x);
+  }
+  ops_.rms_norm(x, &residual, w.final_norm, h);
+  const TensorView last = rows(ws_.last, R), logits = rows(ws_.logits, R);
+  ops_.gather_rows(h, last);
+  ops_.lm_head(last, logits);
+  return logits;
+}
+
+}  // namespace ceiling::engine

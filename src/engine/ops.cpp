@@ -1,0 +1,71 @@
+#include "engine/ops.h"
+
+#include <fmt/format.h>
+
+namespace ceiling::engine {
+
+TensorView rows(const TensorView& t, int64_t n) {
+  CEILING_ENSURE(t.ndim >= 1 && t.is_contiguous(), "rows: needs a contiguous view (got {})",
+                 t.shape_str());
+  CEILING_ENSURE(n >= 0 && n <= t.shape[0], "rows: {} rows of a view of {}", n, t.shape_str());
+  TensorView r = t;
+  r.shape[0] = n;
+  return r;
+}
+
+namespace {
+
+void check_tensor(const TensorView& t, const std::string& name, std::initializer_list<int64_t> want,
+                  Device device) {
+  CEILING_ENSURE(t.data != nullptr, "weights: tensor '{}' is missing", name);
+  CEILING_ENSURE(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16,
+                 "weights: tensor '{}' has dtype {} (supported: f32, bf16, f16)", name,
+                 dtype_name(t.dtype));
+  CEILING_ENSURE(t.device == device, "weights: tensor '{}' is on the wrong device", name);
+  bool same = t.ndim == static_cast<int>(want.size());
+  int i = 0;
+  for (int64_t d : want) same = same && t.shape[i++] == d;
+  std::string ws = "[";
+  i = 0;
+  for (int64_t d : want) ws += (i++ ? ", " : "") + std::to_string(d);
+  CEILING_ENSURE(same, "weights: tensor '{}' has shape {} but the config implies {}]", name,
+                 t.shape_str(), ws);
+  CEILING_ENSURE(t.is_contiguous(), "weights: tensor '{}' is not contiguous", name);
+}
+
+}  // namespace
+
+void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t Q = c.q_dim(), KV = c.kv_dim();
+  check_tensor(w.embed, "embed_tokens", {V, H}, device);
+  check_tensor(w.final_norm, "norm", {H}, device);
+  check_tensor(w.lm_head, "lm_head", {V, H}, device);
+  CEILING_ENSURE(static_cast<int>(w.layers.size()) == c.num_layers,
+                 "weights: {} layers but the config has num_hidden_layers {}", w.layers.size(),
+                 c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    auto n = [l](const char* what) { return fmt::format("layers.{}.{}", l, what); };
+    check_tensor(lw.input_norm, n("input_layernorm"), {H}, device);
+    check_tensor(lw.q_proj, n("q_proj"), {Q, H}, device);
+    check_tensor(lw.k_proj, n("k_proj"), {KV, H}, device);
+    check_tensor(lw.v_proj, n("v_proj"), {KV, H}, device);
+    check_tensor(lw.o_proj, n("o_proj"), {H, Q}, device);
+    check_tensor(lw.post_attn_norm, n("post_attention_layernorm"), {H}, device);
+    check_tensor(lw.gate_proj, n("gate_proj"), {I, H}, device);
+    check_tensor(lw.up_proj, n("up_proj"), {I, H}, device);
+    check_tensor(lw.down_proj, n("down_proj"), {H, I}, device);
+    if (c.attention_bias) {
+      check_tensor(lw.q_bias, n("q_proj.bias"), {Q}, device);
+      check_tensor(lw.k_bias, n("k_proj.bias"), {KV}, device);
+      check_tensor(lw.v_bias, n("v_proj.bias"), {KV}, device);
+    }
+    if (c.qk_norm) {
+      check_tensor(lw.q_norm, n("q_norm"), {D}, device);
+      check_tensor(lw.k_norm, n("k_norm"), {D}, device);
+    }
+  }
+}
+
+}  // namespace ceiling::engine

@@ -1,0 +1,137 @@
+// The Ops interface: everything the model forward needs from a backend. The forward
+// (engine/forward.h) is written once against it; CpuOps (fp32, the reference) and CudaOps (bf16
+// activations, later) implement it.
+//
+// Memory: an Ops owns every buffer the forward touches. The forward allocates its workspace once
+// through alloc() (for max_tokens T_max and max logits rows R_max) and takes per-step views of the
+// leading rows, so buffer addresses never change between steps: a CUDA backend can capture a
+// decode step in a graph. Weights are handed over once with upload(); the KV cache comes from
+// alloc_kv_cache().
+//
+// A step: prepare(step) makes the StepBatch visible to the kernels (CUDA: async copies into fixed
+// device buffers), then the forward calls the layer ops, which read token ids, positions, slots,
+// block tables and logits rows from the prepared step. All activation views passed in are views
+// of Ops memory in act_dtype() except logits (always f32). Shapes: T = step tokens, R = logits
+// rows, H = hidden, Hq/Hkv = query/KV heads, D = head dim, I = MLP width, V = vocab.
+//
+// Thread-safety: an Ops is used by one thread at a time (the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "engine/step_batch.h"
+#include "kernels/cpu/sampling.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace ceiling::engine {
+
+// The paged KV cache of every layer: k[l] and v[l] are each [num_blocks, Hkv, block_size, D] in
+// the Ops' kv dtype (the layout of kernels/cpu/ref.h: one head's block_size×D tile is contiguous;
+// slot s lives in block s / block_size, row s % block_size). Memory is owned by the Ops.
+struct KvCache {
+  int num_layers = 0, num_blocks = 0, block_size = 0, num_kv_heads = 0, head_dim = 0;
+  DType dtype = DType::kF32;
+  std::vector<TensorView> k, v;  // [L] views of [num_blocks, Hkv, block_size, D]
+  int64_t num_slots() const { return int64_t{num_blocks} * block_size; }
+};
+
+// What one logits row needs to become a token (see kernels/cpu/sampling.h for the semantics).
+struct SampleRequest {
+  cpu::SamplingParams params;
+  float u = 0.0f;                      // sampling_uniform(params.seed, generated.size())
+  std::span<const int32_t> prompt;     // for repetition_penalty
+  std::span<const int32_t> generated;  // for all penalties
+};
+
+// Leading `n` rows of a contiguous view whose first dimension is rows ([N, ...] -> [n, ...]).
+TensorView rows(const TensorView& t, int64_t n);
+
+// Checks that `w` has every tensor `c` needs with the shape it implies (biases iff
+// c.attention_bias, q/k norms iff c.qk_norm), on `device`, in f32/bf16/f16. Throws
+// ceiling::Error naming the tensor (e.g. "layers.3.k_proj") and the rule. Ops::upload calls it.
+void check_weights(const ModelConfig& c, const ModelWeights& w, Device device);
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  Ops() = default;
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+  virtual Device device() const = 0;
+  virtual DType act_dtype() const = 0;  // activations (CPU f32, CUDA bf16)
+  virtual DType kv_dtype() const = 0;   // KV cache (CPU f32)
+
+  // ---- memory -------------------------------------------------------------------------------
+  // A new buffer of `shape` owned by the Ops (freed with it). Contents are unspecified (CpuOps
+  // fills f32 buffers with NaN so a read before a write shows).
+  virtual TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  // Makes `host` (views into host memory, e.g. the mmap of load_model) the weights of this Ops
+  // for `config`. CPU keeps the views; CUDA copies them to the device and may fuse (QKV,
+  // gate/up). Call once, before anything below. Returns the views the layer ops use.
+  virtual const ModelWeights& upload(const ModelConfig& config, const ModelWeights& host) = 0;
+  virtual const ModelWeights& weights() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  // A KV cache for the uploaded model: num_blocks blocks of block_size slots per layer.
+  virtual KvCache alloc_kv_cache(int num_blocks, int block_size) = 0;
+  // Copies any Ops buffer to host as f32 (dst has src.numel() floats) / f32 host data into it.
+  virtual void to_host(const TensorView& src, float* dst) = 0;
+  virtual void from_host(const float* src, const TensorView& dst) = 0;
+  // Waits for queued work (CPU: no-op).
+  virtual void synchronize() {}
+
+  // ---- one step -----------------------------------------------------------------------------
+  // Makes `step` the current step (validated against `kv`). The step's sizes must fit the
+  // workspace the forward allocated (T <= T_max, R <= R_max).
+  virtual void prepare(const StepBatch& step, const KvCache& kv) = 0;
+
+  // out [T, H] = embed[token_ids].
+  virtual void embedding(const TensorView& out) = 0;
+  // Fused residual add + RMSNorm (kernels/cpu/ref.h rms_norm): with `residual` [T, H] non-null:
+  // residual <- x + residual, out = norm(residual) · weight; else out = norm(x) · weight.
+  // x, out [T, H] (out may alias x); weight [H] (an uploaded weight).
+  virtual void rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
+                        const TensorView& out) = 0;
+  // q [T, Hq·D], k [T, Hkv·D], v [T, Hkv·D] = x [T, H] · W{q,k,v}ᵀ (+ bias when the layer has it).
+  virtual void qkv_proj(int layer, const TensorView& x, const TensorView& q, const TensorView& k,
+                        const TensorView& v) = 0;
+  // Qwen3: per-head RMSNorm in place, q [T, Hq, D] with q_norm [D], k [T, Hkv, D] with k_norm.
+  // Only called when config().qk_norm.
+  virtual void qk_norm(int layer, const TensorView& q, const TensorView& k) = 0;
+  // Rotate-half RoPE (config's theta and scaling) in place on q and k at the step's positions,
+  // then writes k and v [T, Hkv·D] into layer `layer` of `kv` at the step's slot_mapping.
+  virtual void rope_kv_write(int layer, const TensorView& q, const TensorView& k,
+                             const TensorView& v, KvCache& kv) = 0;
+  // Causal GQA attention of q [T, Hq·D] over layer `layer` of the cache (this step's K/V already
+  // written) for the step's sequences (query_start, seq_lens, block_tables); out [T, Hq·D].
+  // Scale 1/sqrt(D). Prefill chunks and decode steps go through the same call.
+  virtual void attention(int layer, const TensorView& q, const KvCache& kv,
+                         const TensorView& out) = 0;
+  // out [T, H] = attn [T, Hq·D] · Woᵀ.
+  virtual void o_proj(int layer, const TensorView& attn, const TensorView& out) = 0;
+  // gate_up [T, 2I]: columns [0, I) = x · Wgateᵀ, [I, 2I) = x · Wupᵀ.
+  virtual void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) = 0;
+  // out [T, I] = silu(gate) · up.
+  virtual void silu_mul(const TensorView& gate_up, const TensorView& out) = 0;
+  // out [T, H] = act [T, I] · Wdownᵀ.
+  virtual void down_proj(int layer, const TensorView& act, const TensorView& out) = 0;
+  // out [R, H] = x [T, H] at the step's logits_rows.
+  virtual void gather_rows(const TensorView& x, const TensorView& out) = 0;
+  // logits [R, V] (f32) = x [R, H] · lm_headᵀ.
+  virtual void lm_head(const TensorView& x, const TensorView& logits) = 0;
+
+  // ---- sampling -----------------------------------------------------------------------------
+  // One token per logits row: ids[r] for logits [R, V] (f32, Ops memory) and reqs[r]
+  // (reqs.size() == R). ids is host memory; the call returns when ids are written.
+  virtual void sample(const TensorView& logits, std::span<const SampleRequest> reqs,
+                      int32_t* ids) = 0;
+};
+
+}  // namespace ceiling::engine

@@ -1,0 +1,145 @@
+#include "hw/measured.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ceiling::hw {
+namespace {
+
+using nlohmann::json;
+
+const json& object_field(const json& j, const char* key, const std::string& origin) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) fail("{}: missing object '{}'", origin, key);
+  return *it;
+}
+
+double number(const json& j, const char* section, const char* key, const std::string& origin,
+              bool allow_zero) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number())
+    fail("{}: missing number '{}.{}'", origin, section, key);
+  const double v = it->get<double>();
+  if (!(v >= 0) || (!allow_zero && v == 0) || v > 1e300)
+    fail("{}: '{}.{}' must be {} (got {})", origin, section, key,
+         allow_zero ? "non-negative" : "positive", v);
+  return v;
+}
+
+std::string text(const json& j, const char* key) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std::string& origin) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("{}: not valid JSON", origin);
+  if (!j.is_object()) fail("{}: top level must be a JSON object", origin);
+  MeasuredCeilings m;
+  m.gpu_id = text(j, "gpu");
+  if (m.gpu_id.empty()) fail("{}: missing string 'gpu'", origin);
+
+  const json& c = object_field(j, "ceilings", origin);
+  m.read_bw = number(c, "ceilings", "read_gbps", origin, false) * 1e9;
+  m.copy_bw = number(c, "ceilings", "copy_gbps", origin, false) * 1e9;
+  m.bf16_gemm_flops = number(c, "ceilings", "bf16_gemm_tflops", origin, false) * 1e12;
+  m.fp8_gemm_flops = number(c, "ceilings", "fp8_gemm_tflops", origin, true) * 1e12;
+  m.launch_eager_s = number(c, "ceilings", "launch_eager_us", origin, false) * 1e-6;
+  m.launch_graph_s = number(c, "ceilings", "launch_graph_us", origin, false) * 1e-6;
+  m.small_kernel_s = number(c, "ceilings", "small_kernel_us", origin, false) * 1e-6;
+
+  const json& d = object_field(j, "device", origin);
+  m.device_name = text(d, "name");
+  m.sm_count = static_cast<int>(number(d, "device", "sm_count", origin, false));
+  m.l2_bytes = number(d, "device", "l2_bytes", origin, false);
+  m.memory_bytes = number(d, "device", "memory_bytes", origin, false);
+  m.sm_clock_mhz = static_cast<int>(number(d, "device", "sm_clock_mhz", origin, true));
+  m.mem_clock_mhz = static_cast<int>(number(d, "device", "mem_clock_mhz", origin, true));
+  m.memory_bus_bits = static_cast<int>(number(d, "device", "memory_bus_bits", origin, true));
+  m.compute_capability = text(d, "compute_capability");
+
+  const json& p = object_field(j, "provenance", origin);
+  m.date = text(p, "date");
+  m.driver = text(p, "driver");
+  m.cuda_runtime = text(p, "cuda_runtime");
+  m.cublaslt = text(p, "cublaslt");
+  m.tool = text(p, "tool");
+  if (m.date.empty()) fail("{}: missing string 'provenance.date'", origin);
+  if (auto it = p.find("method"); it != p.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      if (v.is_string()) m.method[k] = v.get<std::string>();
+  return m;
+}
+
+MeasuredCeilings load_measured_ceilings(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("{}: cannot open measured ceilings file", file.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_measured_ceilings(ss.str(), file.string());
+}
+
+std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
+  json j;
+  j["format"] = "ceiling-measured-ceilings/1";
+  j["gpu"] = m.gpu_id;
+  j["device"] = {{"name", m.device_name},
+                 {"sm_count", m.sm_count},
+                 {"l2_bytes", m.l2_bytes},
+                 {"memory_bytes", m.memory_bytes},
+                 {"sm_clock_mhz", m.sm_clock_mhz},
+                 {"mem_clock_mhz", m.mem_clock_mhz},
+                 {"memory_bus_bits", m.memory_bus_bits},
+                 {"compute_capability", m.compute_capability}};
+  j["ceilings"] = {{"read_gbps", m.read_bw / 1e9},
+                   {"copy_gbps", m.copy_bw / 1e9},
+                   {"bf16_gemm_tflops", m.bf16_gemm_flops / 1e12},
+                   {"fp8_gemm_tflops", m.fp8_gemm_flops / 1e12},
+                   {"launch_eager_us", m.launch_eager_s * 1e6},
+                   {"launch_graph_us", m.launch_graph_s * 1e6},
+                   {"small_kernel_us", m.small_kernel_s * 1e6}};
+  json method = json::object();
+  for (const auto& [k, v] : m.method) method[k] = v;
+  j["provenance"] = {{"date", m.date},         {"driver", m.driver},
+                     {"cuda_runtime", m.cuda_runtime}, {"cublaslt", m.cublaslt},
+                     {"tool", m.tool},         {"method", method}};
+  return j.dump(2) + "\n";
+}
+
+std::optional<std::filesystem::path> find_repo_file(const std::filesystem::path& relative) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> roots;
+  if (const char* env = std::getenv("CEILING_SOURCE_DIR"); env && *env) roots.emplace_back(env);
+  roots.push_back(fs::current_path(ec));
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path());
+  for (const fs::path& root : roots) {
+    for (fs::path dir = root; !dir.empty(); dir = dir.parent_path()) {
+      fs::path candidate = dir / relative;
+      if (fs::is_regular_file(candidate, ec)) return candidate;
+      if (dir == dir.parent_path()) break;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::filesystem::path> find_measured_ceilings_file(const std::string& gpu_id) {
+  namespace fs = std::filesystem;
+  const fs::path name = gpu_id + ".json";
+  if (const char* env = std::getenv("CEILING_DATA_DIR"); env && *env) {
+    std::error_code ec;
+    fs::path p = fs::path(env) / "ceilings" / name;
+    if (fs::is_regular_file(p, ec)) return p;
+  }
+  return find_repo_file(fs::path("data") / "ceilings" / name);
+}
+
+}  // namespace ceiling::hw

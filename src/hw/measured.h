@@ -1,0 +1,64 @@
+// Measured ceilings of one GPU: what `ceiling probe` measures and writes to
+// data/ceilings/<gpu>.json, and what `ceiling roofline --ceilings measured` reads back.
+//
+// File format (JSON object; every rate is decimal, bandwidths count bytes moved):
+//   "format": "ceiling-measured-ceilings/1"
+//   "gpu": "h100-sxm"                       the table id (hw/gpu_spec.h)
+//   "device": {"name", "sm_count", "l2_bytes", "memory_bytes", "sm_clock_mhz", "mem_clock_mhz",
+//              "memory_bus_bits", "compute_capability"}
+//   "ceilings": {"read_gbps", "copy_gbps", "bf16_gemm_tflops", "fp8_gemm_tflops",
+//                "launch_eager_us", "launch_graph_us", "small_kernel_us"}
+//   "provenance": {"date", "driver", "cuda_runtime", "cublaslt", "tool", "method": {...}}
+// copy_gbps counts bytes read plus bytes written. fp8_gemm_tflops may be 0 (no fp8 on the GPU).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ceiling::hw {
+
+struct MeasuredCeilings {
+  std::string gpu_id;
+  // Device facts read off the device by the probe.
+  std::string device_name;
+  int sm_count = 0;
+  double l2_bytes = 0;
+  double memory_bytes = 0;
+  int sm_clock_mhz = 0;
+  int mem_clock_mhz = 0;
+  int memory_bus_bits = 0;
+  std::string compute_capability;
+  // Ceilings.
+  double read_bw = 0;          // bytes/s, streaming read
+  double copy_bw = 0;          // bytes/s, device-to-device copy, read + write bytes
+  double bf16_gemm_flops = 0;  // FLOP/s, cuBLASLt 8192^3 on random data
+  double fp8_gemm_flops = 0;   // FLOP/s, 0 where the GPU has no fp8
+  double launch_eager_s = 0;   // per empty kernel, stream launches back to back
+  double launch_graph_s = 0;   // per empty kernel, replayed from a CUDA graph
+  double small_kernel_s = 0;   // per tiny memory-touching kernel in a graph (latency floor)
+  // Provenance.
+  std::string date;
+  std::string driver;
+  std::string cuda_runtime;
+  std::string cublaslt;
+  std::string tool;
+  std::map<std::string, std::string> method;  // field -> how it was measured
+};
+
+// Parses and validates (every ceiling positive, except fp8 which may be 0). Throws ceiling::Error
+// naming `origin` and the field.
+MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std::string& origin);
+MeasuredCeilings load_measured_ceilings(const std::filesystem::path& file);
+std::string measured_ceilings_to_json(const MeasuredCeilings& m);
+
+// data/ceilings/<gpu_id>.json: looked up under $CEILING_DATA_DIR (if set), then under `data/`
+// in the current directory and its parents, then beside the running executable and its parents.
+// nullopt when no such file exists.
+std::optional<std::filesystem::path> find_measured_ceilings_file(const std::string& gpu_id);
+
+// The same search for any repository-relative path (e.g. "scripts/plot_roofline.py").
+std::optional<std::filesystem::path> find_repo_file(const std::filesystem::path& relative);
+
+}  // namespace ceiling::hw

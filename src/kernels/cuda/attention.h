@@ -1,0 +1,121 @@
+// Attention over the paged KV cache on the GPU: decode (one new token per sequence, split-KV,
+// GQA) and causal varlen prefill (FlashAttention-style, with a prefix already in the cache).
+//
+// Meaning: cpu::attention in src/kernels/cpu/ref.h. Layouts (all bf16, fp32 softmax/accumulation):
+//   q, out   [T, Hq, D]                       T = tokens of the step
+//   K, V     [num_blocks, Hkv, block_size, D]  one head's block_size×D tile contiguous
+//   query head h reads KV head h / (Hq / Hkv).
+// Supported: head_dim 64 or 128; block_size 16, 32, 64, 128 or 256; Hq a multiple of Hkv.
+//
+// Plan → run: plan_* is host-only (validates shapes, picks splits / tiles, sizes the workspace);
+// run_* only launches kernels on `stream` — no allocation, no sync, no host read of device data —
+// so it can be captured in a CUDA graph. A plan stays valid for any batch whose sizes stay within
+// the shape it was made for (same S and T, seq_lens[s] ≤ max_seq_len for decode).
+//
+// Device-side contract (not checkable without reading device memory): q_len ≤ seq_len for every
+// sequence, the new tokens' K/V are already in the cache, and every block-table entry a sequence
+// uses lies in [0, num_blocks). A table entry outside that range reads as zeros (no out-of-bounds
+// access); the result is then meaningless but defined.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace ceiling::cuda {
+
+// One layer's paged KV cache (device pointers, bf16).
+struct PagedKvDevice {
+  const void* k = nullptr;  // [num_blocks, Hkv, block_size, D]
+  const void* v = nullptr;  // [num_blocks, Hkv, block_size, D]
+  int num_blocks = 0;
+  int block_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Device copies of cpu::AttnBatch plus the host-known token count.
+struct AttnBatchDevice {
+  int num_seqs = 0;
+  int num_tokens = 0;                      // T = query_start[S], known on the host
+  const int32_t* query_start = nullptr;    // [S+1]
+  const int32_t* seq_lens = nullptr;       // [S]
+  const int32_t* block_tables = nullptr;   // [S, max_blocks]
+  int max_blocks = 0;
+};
+
+// ---- decode -----------------------------------------------------------------------------------
+
+struct DecodeShape {
+  int num_seqs = 0;      // S; q row s belongs to sequence s (query_start[s] = s)
+  int num_q_heads = 0;   // Hq
+  int num_kv_heads = 0;  // Hkv
+  int head_dim = 0;      // D
+  int block_size = 0;
+  int max_seq_len = 0;   // upper bound of seq_lens[s] the plan is sized for
+};
+
+struct DecodePlan {
+  DecodeShape shape;
+  int partition = 0;   // tokens per KV split (multiple of 16)
+  int max_splits = 1;  // splits of a sequence of max_seq_len tokens
+  int q_chunks = 1;    // ceil(group / 16): query heads of a group handled 16 at a time
+  // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
+  size_t workspace_bytes = 0;
+};
+
+// Chooses the KV split for the current device (reads its SM count).
+Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan);
+// Same, for an explicit SM count (tests, benchmarks of what-if shapes).
+Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* plan);
+
+// Zeroes a fresh workspace (the split counters) once, before its first run; every run leaves it
+// zeroed again, so reuse across runs, graphs and plans of the same size needs no further call.
+Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream);
+
+// q, out [S, Hq, D] bf16; seq_lens [S] (≥ 1, ≤ plan.max_seq_len for the planned speed; longer
+// sequences are still correct, the last split takes the rest); block_tables [S, max_blocks];
+// workspace: device buffer of plan.workspace_bytes (may be null when that is 0).
+Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
+                            const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
+                            float scale, void* out, void* workspace, cudaStream_t stream);
+
+// ---- prefill ----------------------------------------------------------------------------------
+
+enum class PrefillKernel {
+  kAuto,     // the fastest built for the device
+  kMmaSync,  // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
+  kWgmma,    // FlashAttention-3 style: sm_90a warpgroup MMA (when built)
+  kWgmmaOverlap,  // kWgmma plus intra-warpgroup overlap of QK^T with the softmax (experimental)
+};
+
+struct PrefillShape {
+  int num_seqs = 0;    // S
+  int num_tokens = 0;  // T = query_start[S]
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+  PrefillKernel kernel = PrefillKernel::kAuto;
+};
+
+struct PrefillPlan {
+  PrefillShape shape;
+  PrefillKernel kernel = PrefillKernel::kMmaSync;  // resolved
+  int block_m = 0;      // query rows per CTA
+  int tile_slots = 0;   // CTAs per head: ≥ Σ_s ceil(q_len_s / block_m) for any split of T into S
+  size_t workspace_bytes = 0;
+};
+
+Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan);
+
+// q, out [T, Hq, D] bf16. Causal within each sequence; a sequence may have a prefix in the cache
+// (seq_len > q_len). Works for any q_len ≥ 0, including decode-like q_len = 1.
+Status run_prefill_attention(const PrefillPlan& plan, const void* q, const PagedKvDevice& kv,
+                             const AttnBatchDevice& batch, float scale, void* out,
+                             void* workspace, cudaStream_t stream);
+
+}  // namespace ceiling::cuda

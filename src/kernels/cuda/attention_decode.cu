@@ -1,0 +1,408 @@
+// Paged decode attention: one new token per sequence, GQA, split along the context
+// (flash-decoding) with a log-sum-exp merge.
+//
+// Work split: one CTA per (split, KV head × query chunk, sequence). The query heads sharing a KV
+// head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so every K/V byte is
+// loaded once per group and the dot products run on tensor cores. Each of the 4 warps walks its
+// own 16-token tiles (tile i of the split goes to warp i % 4) through a private 3-stage cp.async
+// pipeline (16-byte copies; a 16-token tile lies inside one cache block because block_size is a
+// multiple of 16 and splits start at multiples of 16). The warps' (max, sum, acc) are merged in
+// shared memory; a sequence with one split writes bf16 out directly, otherwise the split writes
+// its normalized partial output and log2-sum-exp to the workspace, and the last split of the
+// (sequence, KV head) to finish — counted with an atomic per group, reset by that last CTA —
+// merges them (one launch, no separate combine kernel).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_common.cuh"
+
+namespace ceiling::cuda {
+namespace {
+
+using namespace attn;
+
+constexpr int kWarps = 4;
+constexpr int kTile = 16;    // tokens per warp tile
+constexpr int kStages = 3;   // cp.async stages per warp
+constexpr int kCtasPerSm = 2;
+constexpr int kMinSplitTokens = 256;
+
+struct DecodeParams {
+  const __nv_bfloat16* q;    // [S, Hq, D]
+  const __nv_bfloat16* k;    // [num_blocks, Hkv, BS, D]
+  const __nv_bfloat16* v;
+  __nv_bfloat16* out;        // [S, Hq, D]
+  const int32_t* seq_lens;   // [S]
+  const int32_t* block_tables;  // [S, max_blocks]
+  float* part_o;             // [S, Hq, max_splits, D]
+  float* part_lse;           // [S, Hq, max_splits]
+  int* counters;             // [S, Hkv × q_chunks] splits finished; zero between runs
+  int max_blocks, num_blocks, hq, hkv, group, q_chunks, partition, max_splits;
+  float scale_log2;
+};
+
+template <int D>
+constexpr int decode_smem_bytes() {
+  constexpr int pipe = kWarps * kStages * 2 * kTile * D * 2;
+  constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
+  return pipe > merge ? pipe : merge;
+}
+
+__device__ __forceinline__ int num_splits_for(int len, int partition, int max_splits) {
+  return max(1, min(max_splits, ceil_div(len, partition)));
+}
+
+template <int D, int BS>
+__global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
+  static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
+  constexpr int kChunks = D / 8;           // 16-byte chunks per row
+  constexpr int kTileBytes = kTile * D * 2;
+  extern __shared__ __align__(128) uint8_t smem[];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int split = blockIdx.x, s = blockIdx.z;
+  const int kvh = blockIdx.y / p.q_chunks, qc = blockIdx.y % p.q_chunks;
+  const int head0 = kvh * p.group + qc * 16;
+  const int rows = min(16, p.group - qc * 16);  // real query rows of the 16
+  const int len = p.seq_lens[s];
+
+  if (len <= 0) {  // empty context: defined output (zeros)
+    if (split == 0)
+      for (int i = threadIdx.x; i < rows * D; i += blockDim.x)
+        p.out[(static_cast<int64_t>(s) * p.hq + head0) * D + i] = __float2bfloat16(0.0f);
+    return;
+  }
+  const int n_splits = num_splits_for(len, p.partition, p.max_splits);
+  if (split >= n_splits) return;
+  const int t0 = split * p.partition;
+  const int t1 = split == n_splits - 1 ? len : t0 + p.partition;
+  const int n_tiles = ceil_div(t1 - t0, kTile);
+  const int my_tiles = warp < n_tiles ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
+
+  // Q rows as A fragments (rows ≥ `rows` are zero).
+  const int g = lane / 4, t = lane % 4;
+  uint32_t qf[D / 16][4];
+  {
+    const __nv_bfloat16* qb = p.q + (static_cast<int64_t>(s) * p.hq + head0) * D;
+    const bool r0 = g < rows, r1 = g + 8 < rows;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int c = kk * 16 + 2 * t;
+      auto ld = [&](bool ok, int row, int col) -> uint32_t {
+        return ok ? *reinterpret_cast<const uint32_t*>(qb + row * D + col) : 0u;
+      };
+      qf[kk][0] = ld(r0, g, c);
+      qf[kk][1] = ld(r1, g + 8, c);
+      qf[kk][2] = ld(r0, g, c + 8);
+      qf[kk][3] = ld(r1, g + 8, c + 8);
+    }
+  }
+
+  uint8_t* wsm = smem + warp * kStages * 2 * kTileBytes;  // this warp's K/V stages
+  const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
+
+  auto load_tile = [&](int i, int stage) {
+    const int ts = t0 + (warp + i * kWarps) * kTile;
+    const int page = table[ts / BS];
+    const bool page_ok = page >= 0 && page < p.num_blocks;
+    const int64_t base = ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D;
+    const uint32_t ks = smem_addr(wsm + stage * 2 * kTileBytes), vs = ks + kTileBytes;
+#pragma unroll
+    for (int j = 0; j < kTile * kChunks / 32; ++j) {
+      const int c = lane + 32 * j, row = c / kChunks, ch = c % kChunks;
+      const bool ok = page_ok && ts + row < t1;
+      const int64_t off = base + row * D + ch * 8;
+      cp_async16(ks + swz<D>(row, ch), p.k + off, ok);
+      cp_async16(vs + swz<D>(row, ch), p.v + off, ok);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < my_tiles) load_tile(st, st);
+    cp_async_commit();
+  }
+  for (int i = 0; i < my_tiles; ++i) {
+    if (i + kStages - 1 < my_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncwarp();
+    const uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kTileBytes), vs = ks + kTileBytes;
+    const int ts = t0 + (warp + i * kWarps) * kTile;
+
+    // S[16 q rows][16 tokens] = Q · K^T
+    float sc[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(ks + swz<D>((lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2), b);
+      mma_16816(sc[0], qf[kk], b[0], b[1]);
+      mma_16816(sc[1], qf[kk], b[2], b[3]);
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int tok = ts + nt * 8 + 2 * t + (e & 1);
+        const float x = tok < t1 ? sc[nt][e] * p.scale_log2 : -INFINITY;
+        sc[nt][e] = x;
+        if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+      }
+    // Column 0 of every tile is a real token, so the row maxima are finite.
+    const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+    const float a0 = exp2_fast(m0 - mn0), a1 = exp2_fast(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      sc[nt][0] = exp2_fast(sc[nt][0] - m0);
+      sc[nt][1] = exp2_fast(sc[nt][1] - m0);
+      sc[nt][2] = exp2_fast(sc[nt][2] - m1);
+      sc[nt][3] = exp2_fast(sc[nt][3] - m1);
+      ps0 += sc[nt][0] + sc[nt][1];
+      ps1 += sc[nt][2] + sc[nt][3];
+    }
+    l0 = l0 * a0 + ps0;
+    l1 = l1 * a1 + ps1;
+    const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
+                            pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};
+    // O = O·alpha + P · V
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      o[2 * dp][0] *= a0, o[2 * dp][1] *= a0, o[2 * dp][2] *= a1, o[2 * dp][3] *= a1;
+      o[2 * dp + 1][0] *= a0, o[2 * dp + 1][1] *= a0, o[2 * dp + 1][2] *= a1,
+          o[2 * dp + 1][3] *= a1;
+      uint32_t b[4];
+      ldmatrix_x4_trans(vs + swz<D>((lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
+      mma_16816(o[2 * dp], pa, b[0], b[1]);
+      mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
+    }
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+
+  // Merge the 4 warps: sm_o [warp][16][D] fp32, sm_m / sm_l [warp][16].
+  __syncthreads();
+  float* sm_o = reinterpret_cast<float*>(smem);
+  float* sm_m = sm_o + kWarps * 16 * D;
+  float* sm_l = sm_m + kWarps * 16;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const int col = dt * 8 + 2 * t;
+    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g) * D + col) = make_float2(o[dt][0], o[dt][1]);
+    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g + 8) * D + col) =
+        make_float2(o[dt][2], o[dt][3]);
+  }
+  if (t == 0) {
+    sm_m[warp * 16 + g] = m0;
+    sm_m[warp * 16 + g + 8] = m1;
+    sm_l[warp * 16 + g] = l0;
+    sm_l[warp * 16 + g + 8] = l1;
+  }
+  __syncthreads();
+  for (int it = threadIdx.x; it < rows * (D / 4); it += blockDim.x) {
+    const int r = it / (D / 4), c = (it % (D / 4)) * 4;
+    float mw[kWarps], mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, mw[w] = sm_m[w * 16 + r]);
+    float sum = 0.0f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = exp2_fast(mw[w] - mx);  // a warp without tiles has m = -inf: weight 0
+      sum += f * sm_l[w * 16 + r];
+      const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * 16 + r) * D + c);
+      acc.x += f * x.x, acc.y += f * x.y, acc.z += f * x.z, acc.w += f * x.w;
+    }
+    const float inv = 1.0f / sum;
+    const int64_t row = static_cast<int64_t>(s) * p.hq + head0 + r;
+    if (n_splits == 1) {
+      __nv_bfloat16* dst = p.out + row * D + c;
+      *reinterpret_cast<uint2*>(dst) =
+          make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+    } else {
+      const int64_t prow = row * p.max_splits + split;
+      *reinterpret_cast<float4*>(p.part_o + prow * D + c) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (c == 0) p.part_lse[prow] = mx + __log2f(sum);
+    }
+  }
+  if (n_splits == 1) return;
+
+  // The last split of this (sequence, KV head, chunk) to arrive merges all splits.
+  __shared__ int sh_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* ctr = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
+    const int prev = atomicAdd(ctr, 1);
+    sh_last = prev == n_splits - 1;
+    if (sh_last) *ctr = 0;  // every split has arrived: ready for the next run
+  }
+  __syncthreads();
+  if (!sh_last) return;
+  __threadfence();
+  // Splits in chunks of kMergeChunk with all loads of a chunk issued before use: a few L2
+  // round trips instead of one per split.
+  constexpr int kMergeChunk = 16;
+  for (int it = threadIdx.x; it < rows * (D / 4); it += blockDim.x) {
+    const int r = it / (D / 4), c = (it % (D / 4)) * 4;
+    const int64_t row = static_cast<int64_t>(s) * p.hq + head0 + r;
+    const float* lse = p.part_lse + row * p.max_splits;
+    const float* po = p.part_o + row * p.max_splits * D + c;
+    float mx = -INFINITY, sum = 0.0f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int j0 = 0; j0 < n_splits; j0 += kMergeChunk) {
+      float l[kMergeChunk];
+      float4 x[kMergeChunk];
+#pragma unroll
+      for (int u = 0; u < kMergeChunk; ++u) {
+        const bool ok = j0 + u < n_splits;
+        l[u] = ok ? __ldcg(lse + j0 + u) : -INFINITY;
+        x[u] = ok ? __ldcg(reinterpret_cast<const float4*>(po + (j0 + u) * D))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+      float cm = mx;
+#pragma unroll
+      for (int u = 0; u < kMergeChunk; ++u) cm = fmaxf(cm, l[u]);
+      const float sc = exp2_fast(mx - cm);  // 0 on the first chunk (mx = -inf)
+      sum *= sc;
+      acc.x *= sc, acc.y *= sc, acc.z *= sc, acc.w *= sc;
+#pragma unroll
+      for (int u = 0; u < kMergeChunk; ++u) {
+        const float w = exp2_fast(l[u] - cm);
+        sum += w;
+        acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+      }
+      mx = cm;
+    }
+    const float inv = 1.0f / sum;
+    *reinterpret_cast<uint2*>(p.out + row * D + c) =
+        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+  }
+}
+
+Status check_shape(const DecodeShape& sh) {
+  if (sh.num_seqs < 1) return Status::error("decode attention: num_seqs {} < 1", sh.num_seqs);
+  if (sh.num_kv_heads < 1 || sh.num_q_heads < 1 || sh.num_q_heads % sh.num_kv_heads != 0)
+    return Status::error("decode attention: num_q_heads {} is not a multiple of num_kv_heads {}",
+                         sh.num_q_heads, sh.num_kv_heads);
+  if (sh.max_seq_len < 1)
+    return Status::error("decode attention: max_seq_len {} < 1", sh.max_seq_len);
+  return dispatch_head_block(sh.head_dim, sh.block_size,
+                             [&]<int D, int BS>() { return Status::ok_status(); });
+}
+
+}  // namespace
+
+Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* plan) {
+  CEILING_RETURN_IF_ERROR(check_shape(shape));
+  if (num_sms < 1) return Status::error("decode attention: num_sms {} < 1", num_sms);
+  DecodePlan pl;
+  pl.shape = shape;
+  pl.q_chunks = ceil_div(shape.num_q_heads / shape.num_kv_heads, 16);
+  // Split the context only when (sequence, KV head) pairs leave most CTA slots idle; keep each
+  // split at least kMinSplitTokens long so the merge stays cheap.
+  const int64_t work = static_cast<int64_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks;
+  const int64_t slots = static_cast<int64_t>(num_sms) * kCtasPerSm;
+  // Whole waves: work × splits ≤ slots, so no second, partial wave of CTAs.
+  int splits = 1;
+  if (work * 5 < slots * 4) {
+    splits = static_cast<int>(slots / work);
+    splits = std::min(splits, std::max(1, shape.max_seq_len / kMinSplitTokens));
+  }
+  pl.partition = ceil_div(ceil_div(shape.max_seq_len, splits), kTile) * kTile;
+  pl.max_splits = ceil_div(shape.max_seq_len, pl.partition);
+  pl.workspace_bytes =
+      pl.max_splits > 1
+          ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
+                    (shape.head_dim + 1) * sizeof(float) +
+                static_cast<size_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks * sizeof(int)
+          : 0;
+  *plan = pl;
+  return Status::ok_status();
+}
+
+Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream) {
+  if (plan.workspace_bytes == 0) return Status::ok_status();
+  if (!workspace) return Status::error("decode attention: workspace of {} bytes is null",
+                                       plan.workspace_bytes);
+  CEILING_CUDA_RETURN(cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream));
+  return Status::ok_status();
+}
+
+Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan) {
+  int dev = 0, sms = 0;
+  CEILING_CUDA_RETURN(cudaGetDevice(&dev));
+  CEILING_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return plan_decode_attention(shape, sms, plan);
+}
+
+Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
+                            const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
+                            float scale, void* out, void* workspace, cudaStream_t stream) {
+  const DecodeShape& sh = plan.shape;
+  if (kv.head_dim != sh.head_dim || kv.block_size != sh.block_size ||
+      kv.num_kv_heads != sh.num_kv_heads)
+    return Status::error(
+        "decode attention: cache (head_dim {}, block_size {}, kv heads {}) differs from the plan "
+        "({}, {}, {})",
+        kv.head_dim, kv.block_size, kv.num_kv_heads, sh.head_dim, sh.block_size, sh.num_kv_heads);
+  if (!q || !kv.k || !kv.v || !seq_lens || !block_tables || !out)
+    return Status::error("decode attention: null device pointer");
+  if (max_blocks < 1 || kv.num_blocks < 1)
+    return Status::error("decode attention: max_blocks {} / num_blocks {} < 1", max_blocks,
+                         kv.num_blocks);
+  if (plan.workspace_bytes > 0 && !workspace)
+    return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
+
+  DecodeParams p{};
+  p.q = static_cast<const __nv_bfloat16*>(q);
+  p.k = static_cast<const __nv_bfloat16*>(kv.k);
+  p.v = static_cast<const __nv_bfloat16*>(kv.v);
+  p.out = static_cast<__nv_bfloat16*>(out);
+  p.seq_lens = seq_lens;
+  p.block_tables = block_tables;
+  p.part_o = static_cast<float*>(workspace);
+  p.part_lse = p.part_o ? p.part_o + static_cast<size_t>(sh.num_seqs) * sh.num_q_heads *
+                                         plan.max_splits * sh.head_dim
+                        : nullptr;
+  p.counters = p.part_lse ? reinterpret_cast<int*>(p.part_lse + static_cast<size_t>(sh.num_seqs) *
+                                                                     sh.num_q_heads * plan.max_splits)
+                          : nullptr;
+  p.max_blocks = max_blocks;
+  p.num_blocks = kv.num_blocks;
+  p.hq = sh.num_q_heads;
+  p.hkv = sh.num_kv_heads;
+  p.group = sh.num_q_heads / sh.num_kv_heads;
+  p.q_chunks = plan.q_chunks;
+  p.partition = plan.partition;
+  p.max_splits = plan.max_splits;
+  p.scale_log2 = scale * kLog2e;
+
+  return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
+    constexpr int smem = decode_smem_bytes<D>();
+    auto* kern = decode_kernel<D, BS>;
+    CEILING_CUDA_RETURN(
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);
+    kern<<<grid, kWarps * 32, smem, stream>>>(p);
+    CEILING_CUDA_RETURN_LAST();
+    return Status::ok_status();
+  });
+}
+
+}  // namespace ceiling::cuda

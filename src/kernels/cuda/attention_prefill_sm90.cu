@@ -1,0 +1,222 @@
+// Causal varlen prefill attention on sm_90a, FlashAttention-3 style: warpgroup MMA (wgmma).
+//
+// One CTA per (query head, 128-row query tile); two warpgroups, each owning 64 query rows.
+// K/V tiles of 128 keys are gathered from the paged cache with 16-byte cp.async (all 256 threads)
+// into 128-byte-swizzled shared memory, three stages deep. Per key tile, each warpgroup issues
+// S = Q·K^T as D/16 wgmma m64n128k16 with both operands in shared memory (K-major), runs the
+// online softmax on the accumulator registers (fp32, log2 domain), converts P to bf16 A-fragments
+// in registers and issues O += P·V as 8 wgmma with V read N-major (transposed) from shared memory.
+// Tiles are walked from the diagonal down, so only the first one or two are masked.
+// Shared-memory layouts and descriptors: attention_sm90.cuh.
+#include <cuda_bf16.h>
+
+#include "core/check.h"
+#include "kernels/cuda/attention_prefill_sm90.h"
+#include "kernels/cuda/attention_sm90.cuh"
+
+namespace ceiling::cuda::sm90 {
+namespace {
+
+using namespace attn;
+
+constexpr int kBM = kPrefillBlockM, kBN = 128, kThreads = 256, kStages = 3;
+
+template <int D>
+constexpr int wgmma_smem_bytes() {
+  return 1024 + kBM * D * 2 + kStages * 2 * kBN * D * 2;  // alignment slack + Q + stages × (K, V)
+}
+
+// Accumulator fragment of m64nN (per warp: rows 16w..16w+15): element 4j+e of n8 tile j is
+// row g + 8·(e / 2), column 8j + 2t + (e % 2), as for mma.sync m16n8.
+template <int D, int BS>
+__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const PrefillParams p) {
+#ifdef CEILING_WGMMA
+  constexpr int kChunks = D / 8;
+  constexpr int kTileBytes = kBN * D * 2;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ QTile sh_tile;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4, wq = warp % 4;
+
+  if (warp == 0) {
+    const QTile found = find_tile<kBM>(p, blockIdx.y);
+    if (lane == 0) sh_tile = found;
+  }
+  __syncthreads();
+  const QTile tile = sh_tile;
+  if (tile.seq < 0) return;
+  const int h = blockIdx.x, kvh = h / p.group;
+  const uint32_t sq = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t skv = sq + kBM * D * 2;
+
+  for (int c = tid; c < kBM * kChunks; c += kThreads) {
+    const int row = c / kChunks, ch = c % kChunks, i = tile.i0 + row;
+    const bool ok = i < tile.q_len;
+    const __nv_bfloat16* src =
+        p.q + (static_cast<int64_t>(tile.q0 + (ok ? i : 0)) * p.hq + h) * D + ch * 8;
+    cp_async16(sq + sw128(kBM, row, ch), src, ok);
+  }
+  cp_async_commit();
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(tile.seq) * p.max_blocks;
+  auto load_kv = [&](int n, int stage) {
+    const uint32_t ks = skv + stage * 2 * kTileBytes, vs = ks + kTileBytes;
+    for (int c = tid; c < kBN * kChunks; c += kThreads) {
+      const int row = c / kChunks, ch = c % kChunks, tok = n * kBN + row;
+      int page = tok < tile.kv_end ? table[tok / BS] : -1;
+      const bool ok = page >= 0 && page < p.num_blocks;
+      page = ok ? page : 0;
+      const int64_t off = ((static_cast<int64_t>(page) * p.hkv + kvh) * BS + tok % BS) * D + ch * 8;
+      const uint32_t o = sw128(kBN, row, ch);
+      cp_async16(ks + o, p.k + off, ok);
+      cp_async16(vs + o, p.v + off, ok);
+    }
+  };
+
+  // Three stages: tiles it and it+1 are in flight while tile it is consumed, and one barrier
+  // per tile both publishes tile it and retires the stage tile it-1 used.
+  const int n_kv = ceil_div(tile.kv_end, kBN);
+  if (n_kv > 0) load_kv(n_kv - 1, 0);
+  cp_async_commit();
+  if (n_kv > 1) load_kv(n_kv - 2, 1);
+  cp_async_commit();
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const int warp_pos = tile.first_pos() + wg * 64 + wq * 16;
+  const int lim0 = min(warp_pos + g, tile.len - 1), lim1 = min(warp_pos + g + 8, tile.len - 1);
+  const uint32_t q_base = sq + wg * 64 * 128;  // this warpgroup's 64 rows in each panel
+
+  for (int it = 0; it < n_kv; ++it) {
+    const int n = n_kv - 1 - it, st = it % kStages;
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    if (it + 2 < n_kv) load_kv(n - 2, (it + 2) % kStages);
+    cp_async_commit();
+    const uint32_t ks = skv + st * 2 * kTileBytes, vs = ks + kTileBytes;
+
+    float s[kBN / 2];
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) s[i] = 0.0f;  // overwritten (scale-d 0); keeps it defined
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk % 4) * 32;  // k16 step inside a 128-byte row
+      wgmma_ss_n128(s, desc(q_base + (kk / 4) * kBM * 128 + koff, 16, 1024),
+                    desc(ks + (kk / 4) * kBN * 128 + koff, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    const bool masked = n * kBN + kBN - 1 > warp_pos;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[4 * j + e] * p.scale_log2;
+        if (masked) {
+          const int col = n * kBN + 8 * j + 2 * t + (e & 1);
+          if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
+        }
+        s[4 * j + e] = x;
+        if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+      }
+    const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+    const float r0 = mn0 == -INFINITY ? 0.0f : mn0, r1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float a0 = exp2_fast(m0 - r0), a1 = exp2_fast(m1 - r1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      s[4 * j] = exp2_fast(s[4 * j] - r0);
+      s[4 * j + 1] = exp2_fast(s[4 * j + 1] - r0);
+      s[4 * j + 2] = exp2_fast(s[4 * j + 2] - r1);
+      s[4 * j + 3] = exp2_fast(s[4 * j + 3] - r1);
+      ps0 += s[4 * j] + s[4 * j + 1];
+      ps1 += s[4 * j + 2] + s[4 * j + 3];
+    }
+    l0 = l0 * a0 + ps0;
+    l1 = l1 * a1 + ps1;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j] *= a0, o[4 * j + 1] *= a0, o[4 * j + 2] *= a1, o[4 * j + 3] *= a1;
+    }
+
+    uint32_t pa[kBN / 16][4];  // P as bf16 A fragments, built before the fence
+#pragma unroll
+    for (int kt = 0; kt < kBN / 16; ++kt) {
+      pa[kt][0] = pack_bf16(s[8 * kt], s[8 * kt + 1]);
+      pa[kt][1] = pack_bf16(s[8 * kt + 2], s[8 * kt + 3]);
+      pa[kt][2] = pack_bf16(s[8 * kt + 4], s[8 * kt + 5]);
+      pa[kt][3] = pack_bf16(s[8 * kt + 6], s[8 * kt + 7]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < kBN / 16; ++kt) {
+      const uint64_t dv = desc(vs + kt * 16 * 128, kBN * 128, 1024);
+      if constexpr (D == 128) wgmma_rs_n128_tb(o, pa[kt], dv, 1);
+      else wgmma_rs_n64_tb(o, pa[kt], dv, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+  }
+  cp_async_wait<0>();
+
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  const int row0 = tile.i0 + wg * 64 + wq * 16 + g, row1 = row0 + 8;
+  __nv_bfloat16* out0 = p.out + (static_cast<int64_t>(tile.q0 + row0) * p.hq + h) * D;
+  __nv_bfloat16* out1 = p.out + (static_cast<int64_t>(tile.q0 + row1) * p.hq + h) * D;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    if (row0 < tile.q_len)
+      *reinterpret_cast<uint32_t*>(out0 + 8 * j + 2 * t) = pack_bf16(o[4 * j] * i0, o[4 * j + 1] * i0);
+    if (row1 < tile.q_len)
+      *reinterpret_cast<uint32_t*>(out1 + 8 * j + 2 * t) =
+          pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+  }
+#else
+  __trap();  // built without sm_90a: prefill_wgmma_available() is false
+#endif
+}
+
+}  // namespace
+
+bool prefill_wgmma_available(int head_dim) {
+  if (head_dim != 64 && head_dim != 128) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaFuncAttributes attr{};
+  if (major != 9 || minor != 0 ||
+      cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<128, 16>) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion == 90;
+}
+
+Status run_prefill_wgmma(const PrefillParams& p, int head_dim, int block_size, int hq,
+                         int tile_slots, cudaStream_t stream) {
+  return dispatch_head_block(head_dim, block_size, [&]<int D, int BS>() -> Status {
+    constexpr int smem = wgmma_smem_bytes<D>();
+    auto* kern = prefill_wgmma_kernel<D, BS>;
+    CEILING_CUDA_RETURN(
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kern<<<dim3(hq, tile_slots), kThreads, smem, stream>>>(p);
+    CEILING_CUDA_RETURN_LAST();
+    return Status::ok_status();
+  });
+}
+
+}  // namespace ceiling::cuda::sm90

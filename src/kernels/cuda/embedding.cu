@@ -1,0 +1,59 @@
+#include "core/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/embedding.h"
+
+namespace ceiling::cuda {
+namespace {
+
+using detail::bf16;
+
+constexpr int kThreads = 256;
+
+// grid (T, ceil(H / (8 * kThreads))): block y copies a slice of row ids[t], 16 bytes a thread.
+__global__ void embedding_vec_kernel(const bf16* __restrict__ table, int64_t V, int H,
+                                     const int32_t* __restrict__ ids, bf16* __restrict__ out) {
+  const int t = blockIdx.x;
+  const int c = blockIdx.y * kThreads + threadIdx.x;  // 8-element chunk of the row
+  if (c * 8 >= H) return;
+  const int64_t id = ids[t];
+  detail::Bf16x8 v;
+  if (id >= 0 && id < V) {
+    v = detail::load8(table + id * H + c * 8);
+  } else {
+    const float zero[8] = {};
+    v = detail::from_float8(zero);
+  }
+  detail::store8(out + static_cast<int64_t>(t) * H + c * 8, v);
+}
+
+// Any H and alignment: one element a thread.
+__global__ void embedding_scalar_kernel(const bf16* __restrict__ table, int64_t V, int H,
+                                        const int32_t* __restrict__ ids, bf16* __restrict__ out) {
+  const int t = blockIdx.x;
+  const int i = blockIdx.y * kThreads + threadIdx.x;
+  if (i >= H) return;
+  const int64_t id = ids[t];
+  out[static_cast<int64_t>(t) * H + i] =
+      id >= 0 && id < V ? table[id * H + i] : __float2bfloat16(0.0f);
+}
+
+}  // namespace
+
+Status embedding(const bf16* table, int64_t V, int H, const int32_t* ids, int T, bf16* out,
+                 cudaStream_t stream) {
+  if (T < 0 || H <= 0 || V <= 0)
+    return Status::error("embedding: bad shape T {} H {} V {} (need T >= 0, H > 0, V > 0)", T, H, V);
+  if (T == 0) return Status();
+  const bool vec = H % 8 == 0 && detail::aligned16(table) && detail::aligned16(out);
+  if (vec) {
+    const dim3 grid(T, detail::ceil_div(H / 8, kThreads));
+    embedding_vec_kernel<<<grid, kThreads, 0, stream>>>(table, V, H, ids, out);
+  } else {
+    const dim3 grid(T, detail::ceil_div(H, kThreads));
+    embedding_scalar_kernel<<<grid, kThreads, 0, stream>>>(table, V, H, ids, out);
+  }
+  CEILING_CUDA_RETURN_LAST();
+  return Status();
+}
+
+}  // namespace ceiling::cuda

@@ -1,0 +1,182 @@
+#include "roofline/kernel_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/status.h"
+#include "hw/gpu_spec.h"
+#include "hw/measured.h"
+#include "roofline/parameters.h"
+
+namespace ceiling::roofline {
+
+std::string_view limiter_name(Limiter l) {
+  switch (l) {
+    case Limiter::kCompute: return "compute";
+    case Limiter::kMemory: return "memory";
+    case Limiter::kOverhead: return "overhead";
+    case Limiter::kCommunication: return "communication";
+  }
+  return "?";
+}
+
+double GpuCeilings::peak(DType math) const {
+  double p = 0;
+  const char* path = "";
+  switch (math) {
+    case DType::kBF16: case DType::kF16: p = bf16_flops; path = "bf16 tensor"; break;
+    case DType::kF8E4M3: case DType::kF8E5M2: p = fp8_flops; path = "fp8 tensor"; break;
+    case DType::kI8: p = int8_ops; path = "int8 tensor"; break;
+    case DType::kF32: p = fp32_flops; path = "fp32"; break;
+    default: fail("no compute peak for math dtype {}", dtype_name(math));
+  }
+  if (!(p > 0)) fail("GPU '{}' has no {} path", gpu_id, path);
+  return p;
+}
+
+namespace {
+
+void apply_defaults(GpuCeilings& c) {
+  const Layer2Defaults d = layer2_defaults();
+  c.bw_efficiency = d.bw_efficiency;
+  c.compute_efficiency = d.compute_efficiency;
+  c.nvlink_efficiency = d.nvlink_efficiency;
+  c.launch_eager_s = d.launch_eager_s;
+  c.launch_graph_s = d.launch_graph_s;
+  c.kernel_floor_s = d.kernel_floor_s;
+  c.allreduce_latency_s = d.allreduce_latency_s;
+  c.l2_resident_fraction = d.l2_resident_fraction;
+  c.tile_m = d.tile_m;
+  c.tile_n = d.tile_n;
+}
+
+GpuCeilings datasheet(const hw::GpuSpec& s) {
+  GpuCeilings c;
+  c.gpu_id = s.id;
+  c.gpu_name = s.name;
+  c.measured = false;
+  c.source = "datasheet (src/hw/gpu_table.cpp)";
+  c.sm_count = static_cast<int>(s.sm_count.value);
+  c.l2_bytes = s.l2_bytes.value;
+  c.memory_bytes = s.memory_bytes.value;
+  c.mem_bw = s.memory_bw.value;
+  c.bf16_flops = s.bf16_flops.value;
+  c.fp8_flops = s.fp8_flops.value;
+  c.fp4_flops = s.fp4_flops.value;
+  c.int8_ops = s.int8_ops.value;
+  c.fp32_flops = s.fp32_flops.value;
+  c.nvlink_bw = s.nvlink_bw.value / 2;  // datasheets add both directions
+  apply_defaults(c);
+  return c;
+}
+
+// Measured rates replace the datasheet's and the efficiency factors become 1. Paths the probe
+// does not measure are scaled by the ratio it saw on the nearest measured path: int8 and fp4 by
+// fp8's (bf16's where fp8 is absent), fp32 by bf16's.
+GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const std::string& path) {
+  if (m.gpu_id != c.gpu_id)
+    fail("{}: measured ceilings are for GPU '{}', not '{}'", path, m.gpu_id, c.gpu_id);
+  const double bf16_ratio = m.bf16_gemm_flops / c.bf16_flops;
+  const double fp8_ratio =
+      (m.fp8_gemm_flops > 0 && c.fp8_flops > 0) ? m.fp8_gemm_flops / c.fp8_flops : bf16_ratio;
+  c.measured = true;
+  c.source = "measured (" + path + ", " + m.date + ")";
+  c.sm_count = m.sm_count;
+  c.l2_bytes = m.l2_bytes;
+  c.memory_bytes = m.memory_bytes;
+  c.mem_bw = m.read_bw;
+  c.bf16_flops = m.bf16_gemm_flops;
+  if (c.fp8_flops > 0) c.fp8_flops = m.fp8_gemm_flops > 0 ? m.fp8_gemm_flops : c.fp8_flops * fp8_ratio;
+  c.int8_ops *= fp8_ratio;
+  c.fp4_flops *= fp8_ratio;
+  c.fp32_flops *= bf16_ratio;
+  c.bw_efficiency = 1;
+  c.compute_efficiency = 1;
+  c.launch_eager_s = m.launch_eager_s;
+  c.launch_graph_s = m.launch_graph_s;
+  c.kernel_floor_s = std::max(0.0, m.small_kernel_s - m.launch_graph_s);
+  return c;
+}
+
+}  // namespace
+
+GpuCeilings ceilings_from_file(const std::string& gpu_id, const std::string& path) {
+  GpuCeilings c = datasheet(hw::gpu_by_id(gpu_id));
+  return apply_measured(c, hw::load_measured_ceilings(path), path);
+}
+
+GpuCeilings ceilings_for(const std::string& gpu_id, bool measured) {
+  const hw::GpuSpec& spec = hw::gpu_by_id(gpu_id);
+  if (!measured) return datasheet(spec);
+  auto file = hw::find_measured_ceilings_file(spec.id);
+  if (!file)
+    fail("no measured ceilings for GPU '{}': data/ceilings/{}.json not found (run `ceiling probe "
+         "--out data/ceilings/{}.json` on that GPU, or use --ceilings datasheet)",
+         spec.id, spec.id, spec.id);
+  return apply_measured(datasheet(spec), hw::load_measured_ceilings(*file), file->string());
+}
+
+std::string gpu_id_for_device(const std::string& cuda_device_name) {
+  auto id = hw::gpu_id_for_device_name(cuda_device_name);
+  if (!id) fail("CUDA device '{}' is not in the GPU table (see `ceiling roofline --list-gpus`)",
+                cuda_device_name);
+  return *id;
+}
+
+int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n) {
+  CEILING_ENSURE(m >= 0 && n >= 0 && gpu.tile_m > 0 && gpu.tile_n > 0,
+                 "gemm_tiles: invalid shape {}x{} or tile {}x{}", m, n, gpu.tile_m, gpu.tile_n);
+  return ((m + gpu.tile_m - 1) / gpu.tile_m) * ((n + gpu.tile_n - 1) / gpu.tile_n);
+}
+
+Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool cuda_graphs) {
+  CEILING_ENSURE(k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 &&
+                     k.launches >= 0 && k.l2_reuse_bytes >= 0 && k.l2_reuse_bytes <= k.bytes,
+                 "predict: invalid kernel cost (flops {}, bytes {}, l2_reuse_bytes {}, tiles {}, "
+                 "launches {}, nvlink_bytes {})",
+                 k.flops, k.bytes, k.l2_reuse_bytes, k.tiles, k.launches, k.nvlink_bytes);
+  CEILING_ENSURE(gpu.mem_bw > 0 && gpu.sm_count > 0, "predict: GPU '{}' has no bandwidth or SMs",
+                 gpu.gpu_id);
+  Prediction p;
+  const double peak = k.flops > 0 ? gpu.peak(math) : 1.0;
+  if (k.nvlink_bytes > 0 && !(gpu.nvlink_bw > 0))
+    fail("GPU '{}' has no NVLink: tensor-parallel collectives are not modelled over PCIe",
+         gpu.gpu_id);
+
+  // Layer 1: the three roofs at their peaks.
+  p.compute_s = k.flops / peak;
+  p.memory_s = k.bytes / gpu.mem_bw;
+  p.comm_s = k.nvlink_bytes > 0 ? k.nvlink_bytes / gpu.nvlink_bw : 0;
+  p.time_roofline_s = std::max({p.compute_s, p.memory_s, p.comm_s});
+  if (p.time_roofline_s <= 0) p.roofline_limiter = Limiter::kOverhead;
+  else if (p.comm_s >= std::max(p.compute_s, p.memory_s)) p.roofline_limiter = Limiter::kCommunication;
+  else p.roofline_limiter = p.compute_s > p.memory_s ? Limiter::kCompute : Limiter::kMemory;
+
+  // Layer 2: achievable rates, waves, L2 reuse, floor, launches.
+  if (k.tiles > 0) {
+    const double waves = std::ceil(static_cast<double>(k.tiles) / gpu.sm_count);
+    p.wave_efficiency = static_cast<double>(k.tiles) / (waves * gpu.sm_count);
+  }
+  const bool l2_hit = k.l2_reuse_bytes > 0 && k.l2_reuse_bytes <= gpu.l2_resident_fraction * gpu.l2_bytes;
+  p.hbm_bytes = k.bytes - (l2_hit ? k.l2_reuse_bytes : 0);
+  const double comp2 = k.flops / (peak * gpu.compute_efficiency * p.wave_efficiency);
+  const double mem2 = p.hbm_bytes / (gpu.mem_bw * gpu.bw_efficiency);
+  double comm2 = 0;
+  if (k.nvlink_bytes > 0) comm2 = k.nvlink_bytes / (gpu.nvlink_bw * gpu.nvlink_efficiency);
+  if (k.collective) comm2 += gpu.allreduce_latency_s;
+  const double work = std::max({comp2, mem2, comm2});
+  double t = work;
+  if (k.launches > 0) {
+    t = std::max(work, gpu.kernel_floor_s) + k.launches * gpu.launch_graph_s;
+    if (!cuda_graphs) t = std::max(t, k.launches * gpu.launch_eager_s);
+  }
+  p.time_predicted_s = t;
+  const double overhead = t - work;
+  if (comm2 >= std::max({comp2, mem2, overhead})) p.limiter = Limiter::kCommunication;
+  else if (overhead >= std::max(comp2, mem2)) p.limiter = Limiter::kOverhead;
+  else p.limiter = comp2 > mem2 ? Limiter::kCompute : Limiter::kMemory;
+  if (t <= 0) p.limiter = Limiter::kOverhead;
+  return p;
+}
+
+}  // namespace ceiling::roofline

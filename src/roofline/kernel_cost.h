@@ -1,0 +1,110 @@
+// The per-kernel cost model: one kernel's work (FLOPs, bytes, output tiles, launches) against one
+// GPU's ceilings gives two times.
+//
+//   Layer 1 (pure roofline): max(flops / peak(math), bytes / bandwidth, nvlink_bytes / link_bw).
+//   Layer 2 (schedule):      layer 1 with achievable (not datasheet) rates, wave quantization of
+//                            output tiles over the SMs, reads served from L2 when they fit, a
+//                            small-kernel floor, and the launch cost (eager vs CUDA graph).
+//
+// Every parameter of layer 2 is a named field of GpuCeilings with its source (see
+// docs/roofline.md). The kernel benchmarks call predict() with the same KernelCost they count for
+// their own kernels, so prediction and measurement share one definition. Thread-safe: pure
+// functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace ceiling::roofline {
+
+enum class Limiter { kCompute, kMemory, kOverhead, kCommunication };
+std::string_view limiter_name(Limiter l);
+
+// A GPU's ceilings as the predictor uses them: datasheet figures (with default efficiency
+// factors) or measured ones (efficiencies 1). All rates are per second, bytes decimal.
+struct GpuCeilings {
+  std::string gpu_id;    // "h100-sxm"
+  std::string gpu_name;  // "NVIDIA H100 SXM5 80GB"
+  bool measured = false;
+  std::string source;    // where the rates come from (datasheet, or the measured file's path)
+
+  int sm_count = 0;
+  double l2_bytes = 0;
+  double memory_bytes = 0;  // device memory capacity
+
+  // Peaks (layer 1 uses them as they are).
+  double mem_bw = 0;      // bytes/s: HBM streaming read
+  double bf16_flops = 0;  // dense tensor, FP32 accumulate (fp16 the same)
+  double fp8_flops = 0;   // 0 = none on this GPU
+  double fp4_flops = 0;   // 0 = none
+  double int8_ops = 0;
+  double fp32_flops = 0;  // CUDA cores (elementwise math, norms)
+  double nvlink_bw = 0;   // bytes/s per direction (datasheet total / 2); 0 = no NVLink
+
+  // Layer-2 parameters (named and sourced in docs/roofline.md).
+  double bw_efficiency = 1;       // achievable / peak bandwidth
+  double compute_efficiency = 1;  // achievable / peak tensor rate
+  double nvlink_efficiency = 1;   // achievable / peak NVLink rate (all-reduce bus bandwidth)
+  double launch_eager_s = 0;      // per kernel launched eagerly (host launch rate bound)
+  double launch_graph_s = 0;      // per kernel node replayed from a CUDA graph
+  double kernel_floor_s = 0;      // a kernel that touches memory takes at least this long
+  double allreduce_latency_s = 0; // fixed cost of one NVLink all-reduce
+  double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
+  int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
+
+  // Peak rate of the math dtype: bf16/f16 -> bf16 tensor, f8e4m3/f8e5m2 -> fp8 tensor, i8 -> int8
+  // tensor, f32 -> CUDA cores. (Weight-only int4/int8/fp8 GEMMs compute in bf16: the caller passes
+  // the math dtype, not the storage dtype.) Throws ceiling::Error when the GPU has no such path
+  // (fp8 on A100) or for another dtype.
+  double peak(DType math) const;
+};
+
+// Datasheet ceilings with the default layer-2 parameters, or (measured = true) the GPU's
+// data/ceilings/<gpu>.json applied over them. Throws ceiling::Error for an unknown id or a missing
+// measured file (naming the path it looked for).
+GpuCeilings ceilings_for(const std::string& gpu_id, bool measured);
+// Same, from an explicit measured-ceilings file.
+GpuCeilings ceilings_from_file(const std::string& gpu_id, const std::string& path);
+// Maps a CUDA device name ("NVIDIA H100 80GB HBM3") to its GPU id ("h100-sxm"). Throws
+// ceiling::Error naming the device when it is not in the table.
+std::string gpu_id_for_device(const std::string& cuda_device_name);
+
+// One kernel's work. `bytes` is the fewest bytes it must move through device memory with every
+// operand read once and every output written once.
+struct KernelCost {
+  double flops = 0;           // floating-point (or integer) operations
+  double bytes = 0;           // device-memory bytes, reads + writes
+  double l2_reuse_bytes = 0;  // of `bytes`: reads of data the previous kernel just wrote; layer 2
+                              // serves them from L2 when they fit (l2_resident_fraction)
+  int64_t tiles = 0;          // output tiles (CTAs) of a tiled kernel; 0 = not wave-quantized
+  int launches = 1;           // kernel launches (0 for work fused into another kernel)
+  double nvlink_bytes = 0;    // bytes each GPU sends per direction over NVLink (collectives)
+  bool collective = false;    // an NVLink collective: pays allreduce_latency_s in layer 2
+};
+
+// Output tiles of an M x N GEMM under the ceilings' tile shape (ceil(M/tile_m) * ceil(N/tile_n)).
+int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n);
+
+struct Prediction {
+  // Layer 1.
+  double compute_s = 0;      // flops / peak
+  double memory_s = 0;       // bytes / mem_bw
+  double comm_s = 0;         // nvlink_bytes / nvlink_bw
+  double time_roofline_s = 0;
+  Limiter roofline_limiter = Limiter::kMemory;
+  // Layer 2.
+  double wave_efficiency = 1;  // tiles / (waves * sm_count)
+  double hbm_bytes = 0;        // bytes after L2 reuse
+  double time_predicted_s = 0;
+  Limiter limiter = Limiter::kMemory;  // the largest of compute, memory, communication, overhead
+};
+
+// `math` selects the peak the FLOPs run at (see GpuCeilings::peak). A kernel with no work costs
+// only its launches. Throws ceiling::Error for negative inputs or a missing math path.
+Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math,
+                   bool cuda_graphs = true);
+
+}  // namespace ceiling::roofline

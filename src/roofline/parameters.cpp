@@ -1,0 +1,72 @@
+#include "roofline/parameters.h"
+
+#include <fmt/format.h>
+
+#include "roofline/kernel_cost.h"
+
+namespace ceiling::roofline {
+
+const Layer2Defaults& layer2_defaults() {
+  static const Layer2Defaults d;
+  return d;
+}
+
+const ModelAssumptions& model_assumptions() {
+  static const ModelAssumptions a;
+  return a;
+}
+
+std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
+  const char* measured_or = g.measured ? "measured: " : "";
+  std::vector<ParameterDoc> r;
+  auto add = [&](std::string name, std::string value, std::string source) {
+    r.push_back({std::move(name), std::move(value), std::move(source)});
+  };
+  if (g.measured) {
+    add("bw_efficiency", "1", "measured ceilings are achievable rates already");
+    add("compute_efficiency", "1", "measured ceilings are achievable rates already");
+  } else {
+    add("bw_efficiency", fmt::format("{:.2f}", g.bw_efficiency),
+        "streaming read / datasheet bandwidth seen on H100 SXM (3.04/3.35 = 0.91) and H200 "
+        "(4.20/4.8 = 0.88), docs MEASURING.md; assumed for other GPUs");
+    add("compute_efficiency", fmt::format("{:.2f}", g.compute_efficiency),
+        "cuBLAS bf16 GEMM 8192^3 / datasheet dense rate seen on H100 SXM (793/989) and H200 "
+        "(790/989); assumed for other GPUs and dtypes");
+  }
+  add("nvlink_efficiency", fmt::format("{:.2f}", g.nvlink_efficiency),
+      "assumed: NCCL all-reduce bus bandwidth reaches ~80% of the NVLink per-direction rate on "
+      "large messages; not measured here");
+  add("launch_eager_us", fmt::format("{:.2f}", g.launch_eager_s * 1e6),
+      std::string(measured_or) +
+          (g.measured ? "empty kernels launched back to back on a stream"
+                      : "`ceiling probe` on H100 SXM, 2026-11-21 (data/ceilings/h100-sxm.json: "
+                        "3.12 us; H200: 3.14 us); use --ceilings measured for this GPU's own"));
+  add("launch_graph_us", fmt::format("{:.2f}", g.launch_graph_s * 1e6),
+      std::string(measured_or) +
+          (g.measured ? "empty kernels replayed from one CUDA graph"
+                      : "`ceiling probe` on H100 SXM, 2026-11-21 (0.79 us per empty-kernel graph "
+                        "node; H200: 0.50 us)"));
+  add("kernel_floor_us", fmt::format("{:.2f}", g.kernel_floor_s * 1e6),
+      std::string(measured_or) +
+          (g.measured ? "tiny memory-touching kernel in a graph minus the empty-kernel cost"
+                      : "`ceiling probe` on H100 SXM, 2026-11-21: a tiny memory-touching kernel "
+                        "node costs 1.40 us, 0.61 us more than an empty one (H200: 0.86 us)"));
+  add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
+      "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
+  add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),
+      "assumed: a just-written activation no larger than this fraction of L2 is read back from "
+      "L2, not HBM");
+  add("gemm_tile", fmt::format("{}x{}", g.tile_m, g.tile_n),
+      "output tile for wave quantization (a common Hopper cuBLAS/CUTLASS bf16 tile); one CTA per "
+      "SM at a time");
+  const ModelAssumptions& a = model_assumptions();
+  add("memory_reserve_fraction", fmt::format("{:.2f}", a.memory_reserve_fraction),
+      "device memory kept for activations, workspace and the CUDA context (vLLM's default "
+      "gpu_memory_utilization 0.9)");
+  add("kv_block_size", fmt::format("{}", a.kv_block_size),
+      "assumed: the KV cache is allocated in blocks of 16 tokens (vLLM's default block size); "
+      "a sequence's KV is rounded up to whole blocks");
+  return r;
+}
+
+}  // namespace ceiling::roofline

@@ -1,0 +1,148 @@
+#include "tokenizer/template/chat_template.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tokenizer/template/parser.h"
+#include "tokenizer/template/render.h"
+
+namespace ceiling {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail("cannot read {}", p.string());
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// transformers' get_chat_template: `tool_use` when tools are given and it exists, else `default`.
+std::string pick(const std::map<std::string, std::string>& named, bool has_tools,
+                 const std::string& where) {
+  if (has_tools && named.count("tool_use")) return named.at("tool_use");
+  if (named.count("default")) return named.at("default");
+  std::string names;
+  for (const auto& [k, v] : named) names += (names.empty() ? "" : ", ") + k;
+  fail("{}: several chat templates ({}) and none named 'default'", where, names);
+}
+
+// What apply_chat_template does to each message before rendering: keys whose value is null are
+// dropped, and reasoning under any of its names is also exposed as `thinking` and
+// `reasoning_content` (in that key order).
+ojson normalize_message(const ojson& m, size_t index) {
+  if (!m.is_object()) fail("chat message {} is a {}, not an object", index, m.type_name());
+  ojson out = ojson::object();
+  for (const auto& [k, v] : m.items())
+    if (!v.is_null()) out[k] = v;
+  for (const char* key : {"reasoning_content", "thinking", "reasoning"}) {
+    if (!out.contains(key)) continue;
+    const ojson reasoning = out[key];
+    ojson aliased = ojson::object();
+    aliased["thinking"] = reasoning;
+    for (const auto& [k, v] : out.items()) aliased[k] = v;
+    aliased["reasoning_content"] = reasoning;
+    return aliased;
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(std::string source, ChatTemplateLimits limits)
+    : source_(std::move(source)), limits_(limits) {
+  try {
+    program_ = jinja::parse(source_, limits_.max_depth);
+  } catch (const Error& e) {
+    fail("chat template: {}", e.what());
+  }
+}
+
+ChatTemplate ChatTemplate::from_tokenizer_config(const nlohmann::json& cfg, bool has_tools) {
+  const auto it = cfg.find("chat_template");
+  if (it == cfg.end() || it->is_null()) fail("tokenizer_config.json has no chat_template");
+  if (it->is_string()) return ChatTemplate(it->get<std::string>());
+  if (!it->is_array())
+    fail("tokenizer_config.json: chat_template is a {}, not a string or a list", it->type_name());
+  std::map<std::string, std::string> named;
+  for (const auto& e : *it) {
+    if (!e.is_object() || !e.contains("name") || !e.contains("template") ||
+        !e["name"].is_string() || !e["template"].is_string())
+      fail(
+          "tokenizer_config.json: chat_template entries must be {{\"name\": str, \"template\": "
+          "str}}");
+    named[e["name"].get<std::string>()] = e["template"].get<std::string>();
+  }
+  return ChatTemplate(pick(named, has_tools, "tokenizer_config.json"));
+}
+
+ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir, bool has_tools) {
+  std::map<std::string, std::string> named;
+  if (std::filesystem::exists(dir / "chat_template.jinja"))
+    named["default"] = read_file(dir / "chat_template.jinja");
+  const auto extra = dir / "additional_chat_templates";
+  if (std::filesystem::is_directory(extra))
+    for (const auto& e : std::filesystem::directory_iterator(extra))
+      if (e.path().extension() == ".jinja") named[e.path().stem().string()] = read_file(e.path());
+  if (!named.empty()) return ChatTemplate(pick(named, has_tools, dir.string()));
+  const auto cfg_path = dir / "tokenizer_config.json";
+  nlohmann::json cfg;
+  try {
+    cfg = nlohmann::json::parse(read_file(cfg_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: {}", cfg_path.string(), e.what());
+  }
+  return from_tokenizer_config(cfg, has_tools);
+}
+
+std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
+  using jinja::Value;
+  try {
+    const int depth = limits_.max_depth;
+    if (!in.messages.is_array()) fail("messages must be a list, got {}", in.messages.type_name());
+    if (in.messages.empty()) fail("cannot apply a chat template to an empty conversation");
+    std::vector<Value> messages;
+    for (size_t i = 0; i < in.messages.size(); ++i)
+      messages.push_back(jinja::from_json(normalize_message(in.messages[i], i), depth));
+    if (!in.tools.is_null() && !in.tools.is_array())
+      fail("tools must be a list or null, got {}", in.tools.type_name());
+    if (!in.extra.is_object()) fail("extra template variables must be an object");
+
+    std::vector<std::pair<std::string, Value>> vars;
+    vars.emplace_back("messages", Value::list(std::move(messages)));
+    vars.emplace_back("tools", jinja::from_json(in.tools, depth));
+    vars.emplace_back("documents", Value::none());
+    vars.emplace_back("add_generation_prompt", Value::boolean(in.add_generation_prompt));
+    if (!in.bos_token.empty()) vars.emplace_back("bos_token", Value::string(in.bos_token));
+    if (!in.eos_token.empty()) vars.emplace_back("eos_token", Value::string(in.eos_token));
+    for (const auto& [k, v] : in.extra.items()) {
+      if (k == "messages" || k == "tools" || k == "documents" || k == "add_generation_prompt")
+        fail("extra template variable '{}' collides with a built-in input", k);
+      Value val = jinja::from_json(v, depth);
+      bool replaced = false;
+      for (auto& [name, old] : vars)
+        if (name == k) old = val, replaced = true;
+      if (!replaced) vars.emplace_back(k, std::move(val));
+    }
+    jinja::Renderer r(*program_, limits_, in.date_override);
+    return r.render(std::move(vars));
+  } catch (const ChatTemplateRaised&) {
+    throw;
+  } catch (const Error& e) {
+    fail("chat template: {}", e.what());
+  }
+}
+
+std::optional<std::string> config_token(const nlohmann::json& cfg, const std::string& key) {
+  const auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  fail("tokenizer config: '{}' is neither a string nor {{\"content\": str}}", key);
+}
+
+}  // namespace ceiling

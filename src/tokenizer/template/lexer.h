@@ -1,0 +1,38 @@
+// Tokenizer for Jinja2 template text, with the environment transformers compiles chat templates
+// in: trim_blocks and lstrip_blocks on, `-`/`+` whitespace control, newlines normalized to "\n",
+// one trailing newline dropped (keep_trailing_newline=False), comments removed, raw blocks kept
+// as text. Errors are ceiling::Error "line L col C: problem".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ceiling::jinja {
+
+enum class Tok : uint8_t {
+  kData,
+  kVarBegin,
+  kVarEnd,
+  kBlockBegin,
+  kBlockEnd,
+  kName,
+  kString,
+  kInt,
+  kFloat,
+  kOp,
+  kEof
+};
+
+struct Token {
+  Tok type = Tok::kEof;
+  std::string text;  // data, name, string value (unescaped), operator
+  int64_t ival = 0;
+  double fval = 0;
+  int line = 1, col = 1;
+};
+
+std::vector<Token> tokenize(std::string_view source);
+
+}  // namespace ceiling::jinja

@@ -1,0 +1,138 @@
+// Paged decode attention vs cpu::attention: awkward contexts (1, 15, 16, 17, block ends), batch 1
+// and primes, mixed lengths, shuffled block tables, GQA groups 1/4/8/20, head dims 64/128, every
+// block size, forced KV splits (including a sequence longer than the plan's bound), peaky softmax,
+// CUDA-graph capture, and rejection of unsupported shapes.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attention_test_util.h"
+#include "kernels/cuda/attention.h"
+
+namespace ceiling::bench {
+namespace {
+
+using attn_test::expect_matches_reference;
+using attn_test::spec;
+
+AttentionSpec decode(const std::vector<int>& lens, int hq, int hkv, int d, int bs) {
+  return spec(true, std::vector<int>(lens.size(), 1), lens, hq, hkv, d, bs);
+}
+
+TEST(AttentionDecode, ShortContextsAroundBlockEnds) {
+  ATTN_REQUIRE_GPU();
+  for (int d : {64, 128})
+    expect_matches_reference(decode({1, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65}, 8, 2, d, 16));
+}
+
+TEST(AttentionDecode, BatchOneAndPrimes) {
+  ATTN_REQUIRE_GPU();
+  expect_matches_reference(decode({1}, 32, 8, 128, 16));
+  expect_matches_reference(decode({257}, 32, 8, 128, 16));
+  expect_matches_reference(decode({5, 3, 2}, 4, 4, 64, 32));
+  expect_matches_reference(decode({100, 7, 1, 250, 33, 64, 129}, 16, 2, 128, 16));
+  expect_matches_reference(decode({13, 1, 999, 300, 17, 2, 61, 64, 65, 127, 128, 129, 500}, 8, 8,
+                                  64, 64));
+}
+
+TEST(AttentionDecode, GqaGroups) {
+  ATTN_REQUIRE_GPU();
+  for (auto [hq, hkv] : {std::pair{4, 4}, {8, 2}, {16, 2}, {8, 1}, {40, 2}, {32, 1}})
+    expect_matches_reference(decode({1, 40, 333}, hq, hkv, 128, 16));
+}
+
+TEST(AttentionDecode, EveryBlockSize) {
+  ATTN_REQUIRE_GPU();
+  for (int bs : {16, 32, 64, 128, 256})
+    for (int d : {64, 128}) expect_matches_reference(decode({1, 255, 256, 257, 700}, 8, 2, d, bs));
+}
+
+TEST(AttentionDecode, ContiguousBlockTable) {
+  ATTN_REQUIRE_GPU();
+  AttentionSpec s = decode({77, 300}, 8, 2, 128, 16);
+  s.shuffle_blocks = false;
+  expect_matches_reference(s);
+}
+
+TEST(AttentionDecode, ForcedSplitsAndMerge) {
+  ATTN_REQUIRE_GPU();
+  // Many SMs for few (sequence, head) pairs: every context of ≥ 2 × 256 tokens is split.
+  for (int d : {64, 128}) {
+    AttentionSpec s = decode({1, 16, 300, 511, 512, 513, 2000, 4097}, 8, 2, d, 16);
+    s.plan_num_sms = 4096;
+    expect_matches_reference(s);
+  }
+  // A plan made for shorter contexts: the last split takes the remainder.
+  AttentionSpec s = decode({3000, 200, 1}, 8, 1, 128, 32);
+  s.plan_num_sms = 4096;
+  s.plan_max_seq_len = 600;
+  expect_matches_reference(s);
+}
+
+TEST(AttentionDecode, LongContextSplit) {
+  ATTN_REQUIRE_GPU();
+  AttentionSpec s = decode({32768}, 32, 8, 128, 16);
+  s.check_tokens = 1;
+  expect_matches_reference(s);
+}
+
+TEST(AttentionDecode, PeakySoftmax) {
+  ATTN_REQUIRE_GPU();
+  AttentionSpec s = decode({1, 17, 400, 1500}, 8, 2, 128, 16);
+  s.q_scale = 8.0f;
+  s.plan_num_sms = 4096;
+  expect_matches_reference(s);
+}
+
+TEST(AttentionDecode, CapturesInCudaGraph) {
+  ATTN_REQUIRE_GPU();
+  AttentionSpec s = decode({1000, 3000}, 32, 8, 128, 16);
+  s.plan_num_sms = 4096;
+  auto c = make_attention_case(s);
+  c->setup(1, 7, nullptr);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = c->run(0, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.message();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  const CheckResult r = c->check(nullptr);
+  EXPECT_TRUE(r.passed()) << r.detail;
+}
+
+TEST(AttentionDecode, RejectsUnsupportedShapes) {
+  cuda::DecodePlan plan;
+  Status st = cuda::plan_decode_attention({1, 8, 2, 96, 16, 100}, 132, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("head_dim 96"), std::string::npos) << st.message();
+  st = cuda::plan_decode_attention({1, 8, 2, 128, 8, 100}, 132, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("block_size 8"), std::string::npos) << st.message();
+  st = cuda::plan_decode_attention({1, 6, 4, 128, 16, 100}, 132, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("num_q_heads 6"), std::string::npos) << st.message();
+}
+
+TEST(AttentionDecode, PlanSplitsOnlySmallBatches) {
+  cuda::DecodePlan plan;
+  ASSERT_TRUE(cuda::plan_decode_attention({32, 32, 8, 128, 16, 4096}, 132, &plan).ok());
+  EXPECT_EQ(plan.max_splits, 1);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 32768}, 132, &plan).ok());
+  EXPECT_GE(plan.max_splits * 8, 132);
+  EXPECT_EQ(plan.partition % 16, 0);
+  EXPECT_GE(plan.partition * plan.max_splits, 32768);
+  EXPECT_GT(plan.workspace_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace ceiling::bench

@@ -1,0 +1,121 @@
+// Causal varlen prefill attention vs cpu::attention: q_len around the 64/128 tiles, prefixes
+// already in the cache (chunked prefill), q_len 1..prime, mixed lengths and an empty sequence in
+// one batch, shuffled block tables, GQA groups 1/4/8, head dims 64/128, every block size, peaky
+// softmax, each kernel (mma.sync; wgmma and its overlap variant where built), CUDA-graph capture,
+// bad shapes.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attention_test_util.h"
+#include "kernels/cuda/attention.h"
+
+namespace ceiling::bench {
+namespace {
+
+using attn_test::expect_matches_reference;
+using attn_test::spec;
+
+class AttentionPrefill : public ::testing::TestWithParam<cuda::PrefillKernel> {
+ protected:
+  void SetUp() override {
+    if (!attn_test::has_gpu()) GTEST_SKIP() << "no CUDA device";
+    cuda::PrefillPlan plan;
+    if (GetParam() != cuda::PrefillKernel::kMmaSync &&
+        !cuda::plan_prefill_attention({1, 1, 8, 8, 128, 16, GetParam()}, &plan).ok())
+      GTEST_SKIP() << "wgmma prefill not built";
+  }
+  void check(std::vector<int> q_lens, std::vector<int> seq_lens, int hq, int hkv, int d, int bs,
+             float q_scale = 1.0f) {
+    AttentionSpec s = spec(false, std::move(q_lens), std::move(seq_lens), hq, hkv, d, bs);
+    s.kernel = GetParam();
+    s.q_scale = q_scale;
+    expect_matches_reference(s);
+  }
+};
+
+TEST_P(AttentionPrefill, NoPrefixAroundTiles) {
+  for (int d : {64, 128})
+    for (int n : {1, 2, 17, 63, 64, 65, 127, 128, 129, 200, 257}) check({n}, {n}, 4, 2, d, 16);
+}
+
+TEST_P(AttentionPrefill, WithPrefixInCache) {
+  check({1}, {100}, 8, 2, 128, 16);
+  check({37}, {300}, 8, 2, 128, 32);
+  check({129}, {1000}, 8, 8, 64, 16);
+  check({200}, {201}, 4, 1, 128, 64);
+  for (int q : {1, 2, 3, 5, 7, 11, 13}) check({q}, {q + 50}, 4, 4, 128, 16);
+}
+
+TEST_P(AttentionPrefill, MixedBatch) {
+  check({5, 0, 130, 1, 64, 17, 300}, {5, 40, 400, 1, 64, 100, 300}, 8, 2, 128, 16);
+  check({3, 250, 1, 129}, {19, 250, 700, 129}, 8, 1, 64, 32);
+}
+
+TEST_P(AttentionPrefill, GqaGroupsAndBlockSizes) {
+  for (auto [hq, hkv] : {std::pair{4, 4}, {8, 2}, {8, 1}})
+    for (int bs : {16, 32, 64, 128, 256}) check({70, 150}, {90, 150}, hq, hkv, 128, bs);
+}
+
+TEST_P(AttentionPrefill, PeakySoftmax) {
+  check({190, 33}, {190, 400}, 4, 2, 128, 16, 8.0f);
+  check({190}, {190}, 4, 2, 64, 16, 8.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefill,
+                         ::testing::Values(cuda::PrefillKernel::kMmaSync,
+                                           cuda::PrefillKernel::kWgmma,
+                                           cuda::PrefillKernel::kWgmmaOverlap),
+                         [](const ::testing::TestParamInfo<cuda::PrefillKernel>& p) {
+                           switch (p.param) {
+                             case cuda::PrefillKernel::kWgmma: return "wgmma";
+                             case cuda::PrefillKernel::kWgmmaOverlap: return "wgmma_overlap";
+                             default: return "mma_sync";
+                           }
+                         });
+
+TEST(AttentionPrefillGraph, CapturesInCudaGraph) {
+  ATTN_REQUIRE_GPU();
+  AttentionSpec s = spec(false, {100, 300}, {150, 300}, 8, 2, 128, 16);
+  auto c = make_attention_case(s);
+  c->setup(1, 7, nullptr);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = c->run(0, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.message();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(AttentionPrefillPlan, RejectsUnsupportedShapes) {
+  cuda::PrefillPlan plan;
+  Status st = cuda::plan_prefill_attention({1, 10, 8, 2, 80, 16}, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("head_dim 80"), std::string::npos) << st.message();
+  st = cuda::plan_prefill_attention({1, 10, 8, 2, 128, 24}, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("block_size 24"), std::string::npos) << st.message();
+  st = cuda::plan_prefill_attention({1, 10, 8, 3, 128, 16}, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("num_kv_heads 3"), std::string::npos) << st.message();
+}
+
+TEST(AttentionPrefillPlan, TileSlotsCoverAnySplit) {
+  cuda::PrefillPlan plan;
+  ASSERT_TRUE(cuda::plan_prefill_attention({3, 300, 8, 2, 128, 16, cuda::PrefillKernel::kMmaSync},
+                                           &plan).ok());
+  // Worst split of 300 tokens into 3 sequences of 128-row tiles: 129 + 129 + 42 → 2 + 2 + 1.
+  EXPECT_GE(plan.tile_slots, 5);
+}
+
+}  // namespace
+}  // namespace ceiling::bench

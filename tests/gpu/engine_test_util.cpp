@@ -1,0 +1,160 @@
+#include "engine_test_util.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/status.h"
+
+namespace ceiling::engine::gpu_test {
+
+bool has_gpu() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (double{got[i]} - ref[i]) * (double{got[i]} - ref[i]);
+    den += double{ref[i]} * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+double rms(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double{x[i]} * x[i];
+  return std::sqrt(s / std::max<int64_t>(n, 1));
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
+StepDriver::StepDriver(Ops& ops, int max_tokens, int max_rows, int num_blocks, int block_size)
+    : ops_(ops),
+      fwd_(ops, ForwardLimits{max_tokens, max_rows}),
+      kv_(ops.alloc_kv_cache(num_blocks, block_size)),
+      blocks_(num_blocks),
+      block_size_(block_size) {}
+
+std::vector<std::vector<float>> StepDriver::prefill(
+    const std::vector<std::vector<int32_t>>& prompts, int chunk) {
+  const int S = static_cast<int>(prompts.size());
+  const int64_t V = ops_.config().vocab_size;
+  seqs_.clear();
+  lens_.assign(S, 0);
+  for (int s = 0; s < S; ++s) seqs_.push_back(std::make_unique<SequenceBlocks>(blocks_, block_size_));
+  std::vector<std::vector<float>> last(S);
+  for (bool more = true; more;) {
+    more = false;
+    StepBatch step;
+    step.max_blocks = blocks_.num_blocks();
+    std::vector<int> wants;  // sequences whose prompt ends in this step, in logits-row order
+    for (int s = 0; s < S; ++s) {
+      const int n = static_cast<int>(prompts[s].size()), at = lens_[s];
+      if (at >= n) continue;
+      const int end = std::min(n, at + chunk);
+      seqs_[s]->reserve(end);
+      const bool done = end == n;
+      append_sequence(step, std::vector<int32_t>(prompts[s].begin() + at, prompts[s].begin() + end),
+                      at, seqs_[s]->table(), block_size_, done);
+      if (done) wants.push_back(s);
+      lens_[s] = end;
+      more = more || !done;
+    }
+    if (step.token_ids.empty()) break;
+    const TensorView logits = fwd_.run(step, kv_);
+    std::vector<float> host(static_cast<size_t>(logits.numel()));
+    if (!host.empty()) ops_.to_host(logits, host.data());
+    for (size_t r = 0; r < wants.size(); ++r)
+      last[wants[r]].assign(host.begin() + r * V, host.begin() + (r + 1) * V);
+  }
+  return last;
+}
+
+std::vector<float> StepDriver::decode(const std::vector<int32_t>& tokens) {
+  StepBatch step;
+  step.max_blocks = blocks_.num_blocks();
+  for (size_t s = 0; s < tokens.size(); ++s) {
+    seqs_[s]->reserve(lens_[s] + 1);
+    append_sequence(step, {tokens[s]}, lens_[s], seqs_[s]->table(), block_size_, true);
+    ++lens_[s];
+  }
+  const TensorView logits = fwd_.run(step, kv_);
+  std::vector<float> host(static_cast<size_t>(logits.numel()));
+  ops_.to_host(logits, host.data());
+  return host;
+}
+
+std::unique_ptr<Bf16Weights> to_bf16(const ModelWeights& w) {
+  auto out = std::make_unique<Bf16Weights>();
+  std::map<const void*, void*> done;  // keeps tied tensors tied
+  auto conv = [&](const TensorView& t) {
+    if (!t.data) return t;
+    TensorView r = t;
+    r.dtype = DType::kBF16;
+    if (auto it = done.find(t.data); it != done.end()) {
+      r.data = it->second;
+      return r;
+    }
+    out->storage.emplace_back(static_cast<size_t>(t.numel()));
+    auto& s = out->storage.back();
+    for (size_t i = 0; i < s.size(); ++i) s[i] = f32_to_bf16(load_as_f32(t.data, t.dtype, i));
+    r.data = s.data();
+    done[t.data] = r.data;
+    return r;
+  };
+  out->views.embed = conv(w.embed);
+  out->views.final_norm = conv(w.final_norm);
+  out->views.lm_head = conv(w.lm_head);
+  for (const LayerWeights& l : w.layers) {
+    LayerWeights o = l;
+    for (TensorView* t : {&o.input_norm, &o.q_proj, &o.k_proj, &o.v_proj, &o.q_bias, &o.k_bias,
+                          &o.v_bias, &o.q_norm, &o.k_norm, &o.o_proj, &o.post_attn_norm,
+                          &o.gate_proj, &o.up_proj, &o.down_proj})
+      *t = conv(*t);
+    out->views.layers.push_back(o);
+  }
+  return out;
+}
+
+std::filesystem::path fresh_temp_dir(const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("ceiling-{}-{}-{}", tag, ::getpid(), std::rand());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int32_t>& ref,
+                         const std::vector<std::vector<float>>& ref_logits, bool* ok) {
+  const size_t n = std::min(got.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i] == ref[i]) continue;
+    if (i >= ref_logits.size()) {
+      *ok = false;
+      return fmt::format("differ at token {} with no reference logits", i);
+    }
+    const std::vector<float>& l = ref_logits[i];
+    const double gap = double{l[ref[i]]} - l[got[i]];
+    const double limit = kNearTieOfRms * rms(l.data(), static_cast<int64_t>(l.size()));
+    *ok = gap <= limit;
+    return fmt::format("{} of {} tokens agree; at token {} the reference picked {} over {} by "
+                       "{:.4g} (near-tie limit {:.4g}): {}",
+                       i, n, i, ref[i], got[i], gap, limit, *ok ? "near tie" : "NOT a near tie");
+  }
+  *ok = got.size() == ref.size();
+  return fmt::format("all {} tokens agree{}", n, *ok ? "" : " (but the lengths differ)");
+}
+
+}  // namespace ceiling::engine::gpu_test

@@ -1,0 +1,78 @@
+// Helpers for the engine's GPU tests: a step driver that runs several sequences through any Ops
+// (chunked prefill, then decode steps) and returns the logits of every step, the comparison
+// metrics, and the near-tie rule for greedy generations.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/block_allocator.h"
+#include "engine/forward.h"
+#include "engine/ops.h"
+#include "model/weights.h"
+
+namespace ceiling::engine::gpu_test {
+
+bool has_gpu();
+#define ENGINE_REQUIRE_GPU() \
+  if (!::ceiling::engine::gpu_test::has_gpu()) GTEST_SKIP() << "no CUDA device"
+
+// Named tolerances (MEASURING.md: bf16 activations land between 1e-3 and 1e-2 relative).
+// Logits of CudaOps (bf16 activations, bf16 KV, fp32 accumulation) vs CpuOps (fp32 activations)
+// on the same bf16 weights, as ‖gpu − cpu‖₂ / ‖cpu‖₂ over a step's logits rows.
+inline constexpr double kLogitsRelTol = 3e-2;
+// CUDA graph replay vs eager CUDA steps: the same kernels except the decode split of the
+// attention (planned for the graph's longest context), so only the accumulation order differs.
+inline constexpr double kGraphVsEagerRelTol = 5e-3;
+// Greedy picks may differ only where the reference's top two candidates are nearly tied: the
+// reference logit of its own pick minus that of the other pick, over the row's RMS.
+inline constexpr double kNearTieOfRms = 0.1;
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& ref);
+double rms(const float* x, int64_t n);
+int32_t argmax(const float* x, int64_t n);
+
+// Runs S sequences through one Forward + KV cache of `ops`.
+class StepDriver {
+ public:
+  StepDriver(Ops& ops, int max_tokens, int max_rows, int num_blocks, int block_size);
+  // Prefills every prompt in chunks of at most `chunk` tokens (each step takes one chunk of every
+  // unfinished sequence). Returns each sequence's logits [V] after its last prompt token.
+  std::vector<std::vector<float>> prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                          int chunk);
+  // One decode step: tokens[s] appended to sequence s. Returns logits [S, V], row-major.
+  std::vector<float> decode(const std::vector<int32_t>& tokens);
+  Ops& ops() { return ops_; }
+
+ private:
+  Ops& ops_;
+  Forward fwd_;
+  KvCache kv_;
+  BlockAllocator blocks_;
+  int block_size_;
+  std::vector<std::unique_ptr<SequenceBlocks>> seqs_;
+  std::vector<int> lens_;
+};
+
+// Host bf16 copies of every weight (tied tensors stay tied): CpuOps then computes with exactly
+// the values CudaOps uploads.
+struct Bf16Weights {
+  ModelWeights views;
+  std::vector<std::vector<uint16_t>> storage;
+};
+std::unique_ptr<Bf16Weights> to_bf16(const ModelWeights& w);
+
+// A fresh, empty directory under the system temp dir (removed by the caller if wanted).
+std::filesystem::path fresh_temp_dir(const std::string& tag);
+
+// Compares greedy generations `got` against the reference `ref`, whose per-step logits are
+// `ref_logits[i]` (the row that picked ref[i]). Passes when they agree, or first differ at a step
+// where the reference's gap between its pick and got's pick is within kNearTieOfRms · RMS.
+// Returns a one-line description for the log.
+std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int32_t>& ref,
+                         const std::vector<std::vector<float>>& ref_logits, bool* ok);
+
+}  // namespace ceiling::engine::gpu_test

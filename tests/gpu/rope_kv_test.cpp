@@ -1,0 +1,56 @@
+// Fused RoPE + paged KV write (and the Qwen3 q/k norm) vs cpu::rope + cpu::kv_write: scattered
+// blocks, contexts ending mid-block, skipped slots (-1), untouched cache slots still poisoned.
+#include "bench/cases/rope_kv.h"
+#include "gpu_test_util.h"
+#include "kernels/cuda/rope_kv.h"
+
+namespace ceiling {
+namespace {
+
+using namespace gpu_test;
+
+TEST(GpuRopeKv, MatchesReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int heads[][2] = {{1, 1}, {4, 2}, {32, 8}, {5, 1}};
+  for (int T : {1, 3, 17, 100})
+    for (const auto& [Hq, Hkv] : heads)
+      for (int D : {16, 64, 80, 128, 256})
+        for (int bs : {1, 7, 16}) {
+          bench::RopeKvShape sh;
+          sh.T = T;
+          sh.Hq = Hq;
+          sh.Hkv = Hkv;
+          sh.D = D;
+          sh.block_size = bs;
+          sh.num_blocks = (T + bs - 1) / bs + 3;
+          sh.skip_every = T > 2 ? 3 : 0;
+          sh.qk_norm = (T + D) % 2 == 1;
+          expect_case_passes(*bench::make_rope_kv_case(sh), s);
+        }
+}
+
+TEST(GpuRopeKv, LongPositionsAndQkNorm) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  bench::RopeKvShape sh;
+  sh.T = 64;
+  sh.qk_norm = true;
+  sh.max_position = 131072;
+  expect_case_passes(*bench::make_rope_kv_case(sh), s);
+}
+
+TEST(GpuRopeKv, RejectsUnsupportedHeadDim) {
+  CEILING_REQUIRE_GPU();
+  cuda::RopeKvArgs a;
+  a.T = 1;
+  a.Hq = a.Hkv = 1;
+  a.D = 72;
+  a.block_size = a.num_blocks = 1;
+  const Status st = cuda::rope_kv_write(a, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("head_dim 72"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace ceiling

@@ -1,0 +1,111 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "core/status.h"
+#include "hw/measured.h"
+
+using namespace ceiling::hw;
+
+namespace {
+
+MeasuredCeilings sample() {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> u(0.5, 1.0);
+  MeasuredCeilings m;
+  m.gpu_id = "h100-sxm";
+  m.device_name = "NVIDIA H100 80GB HBM3";
+  m.sm_count = 132;
+  m.l2_bytes = 52428800;
+  m.memory_bytes = 85520809984;
+  m.sm_clock_mhz = 1980;
+  m.mem_clock_mhz = 2619;
+  m.memory_bus_bits = 5120;
+  m.compute_capability = "9.0";
+  m.read_bw = 3.0e12 * u(rng);
+  m.copy_bw = 3.0e12 * u(rng);
+  m.bf16_gemm_flops = 800e12 * u(rng);
+  m.fp8_gemm_flops = 1400e12 * u(rng);
+  m.launch_eager_s = 3e-6 * u(rng);
+  m.launch_graph_s = 1e-6 * u(rng);
+  m.small_kernel_s = 2e-6 * u(rng);
+  m.date = "2026-11-21T00:00:00Z";
+  m.driver = "580.159.04";
+  m.cuda_runtime = "13.0";
+  m.cublaslt = "130000";
+  m.tool = "test";
+  m.method["read_gbps"] = "test";
+  return m;
+}
+
+}  // namespace
+
+TEST(Measured, JsonRoundTripKeepsEveryField) {
+  const MeasuredCeilings m = sample();
+  const MeasuredCeilings r = parse_measured_ceilings(measured_ceilings_to_json(m), "mem");
+  EXPECT_EQ(r.gpu_id, m.gpu_id);
+  EXPECT_EQ(r.device_name, m.device_name);
+  EXPECT_EQ(r.sm_count, m.sm_count);
+  EXPECT_DOUBLE_EQ(r.l2_bytes, m.l2_bytes);
+  EXPECT_NEAR(r.read_bw / m.read_bw, 1, 1e-12);
+  EXPECT_NEAR(r.copy_bw / m.copy_bw, 1, 1e-12);
+  EXPECT_NEAR(r.bf16_gemm_flops / m.bf16_gemm_flops, 1, 1e-12);
+  EXPECT_NEAR(r.fp8_gemm_flops / m.fp8_gemm_flops, 1, 1e-12);
+  EXPECT_NEAR(r.launch_eager_s / m.launch_eager_s, 1, 1e-12);
+  EXPECT_NEAR(r.launch_graph_s / m.launch_graph_s, 1, 1e-12);
+  EXPECT_NEAR(r.small_kernel_s / m.small_kernel_s, 1, 1e-12);
+  EXPECT_EQ(r.date, m.date);
+  EXPECT_EQ(r.driver, m.driver);
+  EXPECT_EQ(r.method.at("read_gbps"), "test");
+}
+
+TEST(Measured, BadFilesFailNamingTheField) {
+  auto expect_fail = [](const std::string& text, const std::string& needle) {
+    try {
+      parse_measured_ceilings(text, "f.json");
+      ADD_FAILURE() << "expected an error for: " << text;
+    } catch (const ceiling::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("f.json"), std::string::npos) << e.what();
+    }
+  };
+  expect_fail("not json", "not valid JSON");
+  expect_fail("[]", "object");
+  expect_fail("{}", "'gpu'");
+  nlohmann::json j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
+  j["ceilings"]["read_gbps"] = 0;
+  expect_fail(j.dump(), "ceilings.read_gbps");
+  j["ceilings"]["read_gbps"] = -5;
+  expect_fail(j.dump(), "ceilings.read_gbps");
+  j["ceilings"]["read_gbps"] = "fast";
+  expect_fail(j.dump(), "ceilings.read_gbps");
+  j["ceilings"].erase("read_gbps");
+  expect_fail(j.dump(), "ceilings.read_gbps");
+  j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
+  j["ceilings"]["fp8_gemm_tflops"] = 0;  // allowed: no fp8 path
+  EXPECT_NO_THROW(parse_measured_ceilings(j.dump(), "f.json"));
+  j.erase("provenance");
+  expect_fail(j.dump(), "provenance");
+}
+
+TEST(Measured, FindsFilesUnderCeilingDataDir) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ceiling-measured-" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir / "ceilings");
+  MeasuredCeilings m = sample();
+  m.gpu_id = "rtx4090";
+  { std::ofstream(dir / "ceilings" / "rtx4090.json") << measured_ceilings_to_json(m); }
+  setenv("CEILING_DATA_DIR", dir.c_str(), 1);
+  auto found = find_measured_ceilings_file("rtx4090");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(load_measured_ceilings(*found).gpu_id, "rtx4090");
+  EXPECT_FALSE(find_measured_ceilings_file("no-such-gpu").has_value());
+  unsetenv("CEILING_DATA_DIR");
+  EXPECT_THROW(load_measured_ceilings(dir / "missing.json"), ceiling::Error);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,108 @@
+// Runs the built `ceiling` binary (CEILING_BIN): exit codes, one-line errors, and the formats.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Result run(const std::string& args) {
+  const std::string err_file = testing::TempDir() + "ceiling_cli_err.txt";
+  const std::string cmd = std::string(CEILING_BIN) + " " + args + " 2>" + err_file;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+void expect_error(const std::string& args, const std::string& needle) {
+  const Result r = run(args);
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << " -> " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << args << " -> " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+}  // namespace
+
+TEST(RooflineCli, JsonOutputFollowsTheContract) {
+  const Result r = run("roofline --model llama-3.1-8b --gpu h100-sxm --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpu"], "h100-sxm");
+  EXPECT_EQ(j["total"]["limiter"], "memory");
+  EXPECT_NEAR(j["total"]["time_s_roofline"].get<double>(), 4.52e-3, 0.01e-3);
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 131072.0);
+}
+
+TEST(RooflineCli, TableCsvSweepAndLists) {
+  Result r = run("roofline --model llama-3.1-8b --gpu h200 --phase prefill --context 4096");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("gate_up_proj"), std::string::npos);
+  EXPECT_NE(r.out.find("compute"), std::string::npos);
+  r = run("roofline --model qwen2.5-7b --gpu h100-sxm --format csv --tp 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("attn_allreduce,28,"), std::string::npos) << r.out;
+  r = run("roofline --model llama-3.2-1b --gpu l4 --sweep batch=1,8,64 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto arr = nlohmann::json::parse(r.out);
+  ASSERT_EQ(arr.size(), 3u);
+  EXPECT_EQ(arr[2]["batch"], 64);
+  r = run("roofline --model llama-3.2-1b --gpu l4 --sweep context=128,256 --format csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);
+  r = run("roofline --list-gpus");
+  ASSERT_EQ(r.code, 0);
+  for (const char* id : {"h100-sxm", "h100-pcie", "h200", "b200", "b300", "a100-sxm-80gb", "l40s",
+                         "l4", "rtx4090"})
+    EXPECT_NE(r.out.find(id), std::string::npos) << id;
+  r = run("roofline --list-models");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("llama-3.1-8b"), std::string::npos);
+}
+
+TEST(RooflineCli, DefaultGpuIsAnnounced) {
+  const Result r = run("roofline --model llama-3.2-1b --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: "), std::string::npos) << "says which GPU it picked";
+}
+
+TEST(RooflineCli, BadInputGetsOneLineErrors) {
+  expect_error("roofline --model llama-3.1-8b --gpu h300", "unknown GPU 'h300'");
+  expect_error("roofline --model llama-9b --gpu h100-sxm", "unknown model 'llama-9b'");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --batch 0", "batch");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --context 0", "context");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --tp 3", "num_attention_heads 32");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --weight-dtype int3", "int3");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --sweep batch=1,x", "'x'");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --sweep heads=1", "heads");
+  expect_error("roofline --model llama-3.1-8b --gpu l4 --ceilings measured", "data/ceilings/l4.json");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --format xml", "xml");
+  expect_error("roofline --gpu h100-sxm", "--model");
+  const std::string cfg = testing::TempDir() + "zero_heads_config.json";
+  if (FILE* f = fopen(cfg.c_str(), "w")) {
+    fputs(R"({"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":128,)"
+          R"("num_hidden_layers":2,"num_attention_heads":0})",
+          f);
+    fclose(f);
+  }
+  expect_error("roofline --gpu h100-sxm --model " + cfg, "num_attention_heads");
+}

@@ -1,0 +1,189 @@
+// The per-kernel model against hand-worked numbers (H100 SXM datasheet: 3.35e12 B/s,
+// 989.4e12 bf16 FLOP/s, 132 SMs; default layer-2 parameters from roofline/parameters.h).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/status.h"
+#include "hw/measured.h"
+#include "roofline/kernel_cost.h"
+#include "roofline/parameters.h"
+
+using namespace ceiling;
+using namespace ceiling::roofline;
+
+namespace {
+constexpr double kRel = 1e-9;  // closed-form arithmetic: only rounding error allowed
+}
+
+TEST(KernelCost, MemoryBoundKernelHandWorked) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  KernelCost k;
+  k.bytes = 3.35e9;  // one millisecond of datasheet bandwidth
+  k.flops = 1e9;     // intensity 0.3 FLOP/B, far under the ridge (295)
+  const Prediction p = predict(g, k, DType::kBF16);
+  EXPECT_NEAR(p.memory_s, 1e-3, 1e-3 * kRel);
+  EXPECT_NEAR(p.compute_s, 1e9 / 989.4e12, 1e-15);
+  EXPECT_NEAR(p.time_roofline_s, 1e-3, 1e-3 * kRel);
+  EXPECT_EQ(p.roofline_limiter, Limiter::kMemory);
+  // Layer 2: bytes / (bw * 0.90) + one graph launch.
+  const Layer2Defaults& d = layer2_defaults();
+  EXPECT_NEAR(p.time_predicted_s, 1e-3 / d.bw_efficiency + d.launch_graph_s, 1e-3 * kRel);
+  EXPECT_EQ(p.limiter, Limiter::kMemory);
+}
+
+TEST(KernelCost, ComputeBoundKernelWithWaveQuantization) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  KernelCost k;
+  k.flops = 989.4e12 * 1e-3;  // one millisecond at the bf16 peak
+  k.bytes = 1e6;
+  k.tiles = 133;  // one tile more than 132 SMs: two waves, the second nearly empty
+  const Prediction p = predict(g, k, DType::kBF16);
+  EXPECT_NEAR(p.time_roofline_s, 1e-3, 1e-3 * kRel);
+  EXPECT_EQ(p.roofline_limiter, Limiter::kCompute);
+  EXPECT_NEAR(p.wave_efficiency, 133.0 / 264.0, kRel);
+  const Layer2Defaults& d = layer2_defaults();
+  EXPECT_NEAR(p.time_predicted_s, 1e-3 / (d.compute_efficiency * 133.0 / 264.0) + d.launch_graph_s,
+              1e-3 * kRel);
+  EXPECT_EQ(p.limiter, Limiter::kCompute);
+  k.tiles = 264;  // exactly two full waves
+  EXPECT_NEAR(predict(g, k, DType::kBF16).wave_efficiency, 1.0, kRel);
+  // fp8 math about doubles the peak (1978.9 TFLOP/s); int8 the same as fp8 on Hopper; f32 runs
+  // on CUDA cores (66.9 TFLOP/s).
+  EXPECT_NEAR(predict(g, k, DType::kF8E4M3).compute_s, k.flops / 1978.9e12, 1e-3 * kRel);
+  EXPECT_NEAR(predict(g, k, DType::kI8).compute_s, k.flops / 1978.9e12, 1e-3 * kRel);
+  EXPECT_NEAR(predict(g, k, DType::kF32).compute_s, 989.4e12 * 1e-3 / 66.9e12, 1e-9);
+}
+
+TEST(KernelCost, TinyKernelIsOverheadBoundEagerOrGraph) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  const Layer2Defaults& d = layer2_defaults();
+  KernelCost k;
+  k.bytes = 16384;  // 4.9 ns of bandwidth
+  const Prediction graph = predict(g, k, DType::kF32, true);
+  EXPECT_NEAR(graph.time_predicted_s, d.kernel_floor_s + d.launch_graph_s, 1e-15);
+  EXPECT_EQ(graph.limiter, Limiter::kOverhead);
+  EXPECT_EQ(graph.roofline_limiter, Limiter::kMemory);
+  const Prediction eager = predict(g, k, DType::kF32, false);
+  EXPECT_NEAR(eager.time_predicted_s,
+              std::max(d.kernel_floor_s + d.launch_graph_s, d.launch_eager_s), 1e-15);
+  // Fused work (no launch of its own) pays neither floor nor launch.
+  k.launches = 0;
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 16384 / (3.35e12 * d.bw_efficiency),
+              1e-18);
+}
+
+TEST(KernelCost, L2ReuseOnlyWhenItFits) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);  // 50 MiB L2, half usable
+  KernelCost k;
+  k.bytes = 100e6;
+  k.l2_reuse_bytes = 8e6;  // fits in 25 MiB: read from L2
+  EXPECT_NEAR(predict(g, k, DType::kBF16).hbm_bytes, 92e6, 1);
+  k.l2_reuse_bytes = 40e6;  // does not fit
+  EXPECT_NEAR(predict(g, k, DType::kBF16).hbm_bytes, 100e6, 1);
+  // Layer 1 ignores L2 either way.
+  EXPECT_NEAR(predict(g, k, DType::kBF16).memory_s, 100e6 / 3.35e12, 1e-15);
+}
+
+TEST(KernelCost, CollectivesUseNvlinkPerDirection) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  EXPECT_DOUBLE_EQ(g.nvlink_bw, 450e9);  // 900 GB/s datasheet total, both directions
+  KernelCost k;
+  k.nvlink_bytes = 450e6;  // one millisecond at 450 GB/s
+  k.bytes = 1e6;
+  k.collective = true;
+  const Prediction p = predict(g, k, DType::kF32);
+  EXPECT_NEAR(p.comm_s, 1e-3, 1e-12);
+  EXPECT_EQ(p.roofline_limiter, Limiter::kCommunication);
+  EXPECT_EQ(p.limiter, Limiter::kCommunication);
+  const Layer2Defaults& d = layer2_defaults();
+  EXPECT_NEAR(p.time_predicted_s, 1e-3 / d.nvlink_efficiency + d.allreduce_latency_s + d.launch_graph_s,
+              1e-12);
+  EXPECT_THROW(predict(ceilings_for("l40s", false), k, DType::kF32), Error);  // no NVLink
+}
+
+TEST(KernelCost, RejectsMissingPathsAndBadInput) {
+  const GpuCeilings a100 = ceilings_for("a100-sxm-80gb", false);
+  KernelCost k;
+  k.flops = 1e9;
+  k.bytes = 1e6;
+  EXPECT_THROW(predict(a100, k, DType::kF8E4M3), Error);  // no fp8 on Ampere
+  EXPECT_THROW(predict(a100, k, DType::kI4), Error);      // not a math dtype
+  k.bytes = -1;
+  EXPECT_THROW(predict(a100, k, DType::kBF16), Error);
+  k.bytes = 1e6;
+  k.l2_reuse_bytes = 2e6;  // more reuse than bytes
+  EXPECT_THROW(predict(a100, k, DType::kBF16), Error);
+  EXPECT_THROW(ceilings_for("h300", false), Error);
+  KernelCost none;
+  none.launches = 0;
+  const Prediction p = predict(a100, none, DType::kBF16);
+  EXPECT_EQ(p.time_predicted_s, 0);
+  EXPECT_EQ(p.limiter, Limiter::kOverhead);
+}
+
+TEST(KernelCost, RidgePoints) {
+  // Ridge = dense bf16 peak / bandwidth: H100 SXM 989.4e12 / 3.35e12 = 295.3 FLOP/B;
+  // H200 989.4e12 / 4.8e12 = 206.1 FLOP/B.
+  const GpuCeilings h100 = ceilings_for("h100-sxm", false);
+  const GpuCeilings h200 = ceilings_for("h200", false);
+  EXPECT_NEAR(h100.bf16_flops / h100.mem_bw, 295.3, 0.1);
+  EXPECT_NEAR(h200.bf16_flops / h200.mem_bw, 206.1, 0.1);
+}
+
+TEST(KernelCost, MeasuredCeilingsOverrideTheDatasheet) {
+  namespace fs = std::filesystem;
+  hw::MeasuredCeilings m;
+  m.gpu_id = "h100-sxm";
+  m.device_name = "NVIDIA H100 80GB HBM3";
+  m.sm_count = 132;
+  m.l2_bytes = 50 * 1048576.0;
+  m.memory_bytes = 85520809984;
+  std::mt19937 rng(std::random_device{}());
+  m.read_bw = std::uniform_real_distribution<double>(2.9e12, 3.1e12)(rng);
+  m.copy_bw = 3.0e12;
+  m.bf16_gemm_flops = 791.5e12;  // 0.8 of the datasheet's 989.4
+  m.fp8_gemm_flops = 1385.2e12;  // 0.7 of 1978.9
+  m.launch_eager_s = 2.5e-6;
+  m.launch_graph_s = 1.0e-6;
+  m.small_kernel_s = 2.2e-6;
+  m.date = "2026-11-21T00:00:00Z";
+  const fs::path f = fs::temp_directory_path() / ("ceil-" + std::to_string(rng()) + ".json");
+  { std::ofstream(f) << hw::measured_ceilings_to_json(m); }
+  const GpuCeilings g = ceilings_from_file("h100-sxm", f.string());
+  EXPECT_TRUE(g.measured);
+  EXPECT_NEAR(g.mem_bw, m.read_bw, 1e-3);
+  EXPECT_NEAR(g.bf16_flops, 791.5e12, 1);
+  EXPECT_NEAR(g.fp8_flops, 1385.2e12, 1);
+  // Unmeasured paths scale with the measured/datasheet ratio of the nearest measured one:
+  // int8 like fp8 (1385.2 / 1978.9), fp32 like bf16 (791.5 / 989.4).
+  EXPECT_NEAR(g.int8_ops, 1978.9e12 * (1385.2 / 1978.9), 1e3);
+  EXPECT_NEAR(g.fp32_flops, 66.9e12 * (791.5 / 989.4), 1e3);
+  EXPECT_EQ(g.bw_efficiency, 1);
+  EXPECT_EQ(g.compute_efficiency, 1);
+  EXPECT_NEAR(g.kernel_floor_s, 1.2e-6, 1e-15);  // small kernel - empty kernel
+  EXPECT_NEAR(g.launch_eager_s, 2.5e-6, 1e-15);
+  // Memory-bound kernel under measured ceilings: no efficiency factor.
+  KernelCost k;
+  k.bytes = 1e9;
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, 1e9 / m.read_bw + 1e-6, 1e-12);
+  // A file for another GPU is refused.
+  EXPECT_THROW(ceilings_from_file("h200", f.string()), Error);
+  fs::remove(f);
+  // No file for this GPU: the error names the file it looked for.
+  try {
+    ceilings_for("l4", true);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data/ceilings/l4.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelCost, DeviceNameLookup) {
+  EXPECT_EQ(gpu_id_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm");
+  EXPECT_EQ(gpu_id_for_device("NVIDIA H200"), "h200");
+  EXPECT_THROW(gpu_id_for_device("NVIDIA T4"), Error);
+}
