@@ -25,12 +25,12 @@ from transformers import AutoModelForCausalLM
 
 
 def load(model_dir, attn):
-    kwargs = dict(attn_implementation=attn)
+    kwargs = dict(attn_implementation=attn, device_map="cuda")
     try:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, **kwargs)
     except TypeError:  # transformers < 4.56 names it torch_dtype
         model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16, **kwargs)
-    return model.to("cuda").eval()
+    return model.eval()
 
 
 def main():

@@ -52,7 +52,9 @@ int run(const ProbeArgs& a) {
   return 0;
 #else
   (void)a;
-  fail("ceiling probe: built without CUDA (configure with -DCEILING_CUDA=ON on a machine with nvcc)");
+  fail(
+      "ceiling probe: built without CUDA (configure with -DCEILING_CUDA=ON on a machine with "
+      "nvcc)");
 #endif
 }
 

@@ -1,12 +1,12 @@
 // `ceiling roofline`: predicts a model's step time on a GPU from its config and the GPU's ceilings,
 // op by op, before anything runs (src/roofline, docs/roofline.md).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "ceiling/command.h"
 #include "core/status.h"
@@ -91,8 +91,9 @@ void run_plot(const nlohmann::json& data, const std::string& out_png) {
     if (!f) fail("--plot: cannot write {}", tmp.string());
     f << data.dump();
   }
-  const std::string cmd = fmt::format("python3 {} --input {} --output {}", shell_quote(script->string()),
-                                      shell_quote(tmp.string()), shell_quote(out_png));
+  const std::string cmd =
+      fmt::format("python3 {} --input {} --output {}", shell_quote(script->string()),
+                  shell_quote(tmp.string()), shell_quote(out_png));
   const int rc = std::system(cmd.c_str());
   std::error_code ec;
   std::filesystem::remove(tmp, ec);
@@ -118,17 +119,18 @@ void list_gpus() {
   fmt::print("{:<15} {:<36} {:>5} {:>9} {:>10} {:>11} {:>10} {:>10}\n", "id", "name", "SMs",
              "memory", "HBM TB/s", "bf16 TFLOPS", "fp8", "NVLink GB/s");
   for (const auto& g : hw::gpu_specs())
-    fmt::print("{:<15} {:<36} {:>5.0f} {:>6.0f} GiB {:>10.2f} {:>11.1f} {:>10.1f} {:>10.0f}\n", g.id,
-               g.name, g.sm_count.value, g.memory_bytes.value / (1024.0 * 1024 * 1024),
+    fmt::print("{:<15} {:<36} {:>5.0f} {:>6.0f} GiB {:>10.2f} {:>11.1f} {:>10.1f} {:>10.0f}\n",
+               g.id, g.name, g.sm_count.value, g.memory_bytes.value / (1024.0 * 1024 * 1024),
                g.memory_bw.value / 1e12, g.bf16_flops.value / 1e12, g.fp8_flops.value / 1e12,
                g.nvlink_bw.value / 1e9);
-  fmt::print("\nDense tensor rates (no sparsity), FP32 accumulate; sources: src/hw/gpu_table.cpp, "
-             "docs/roofline.md.\n");
+  fmt::print(
+      "\nDense tensor rates (no sparsity), FP32 accumulate; sources: src/hw/gpu_table.cpp, "
+      "docs/roofline.md.\n");
 }
 
 void list_models() {
-  fmt::print("{:<15} {:>6} {:>7} {:>6} {:>6} {:>5} {:>5} {:>8} {:>9}\n", "preset", "layers", "hidden",
-             "heads", "kv", "D", "I/H", "vocab", "params");
+  fmt::print("{:<15} {:>6} {:>7} {:>6} {:>6} {:>5} {:>5} {:>8} {:>9}\n", "preset", "layers",
+             "hidden", "heads", "kv", "D", "I/H", "vocab", "params");
   for (const auto& n : preset_names()) {
     const ModelConfig m = *find_preset(n);
     fmt::print("{:<15} {:>6} {:>7} {:>6} {:>6} {:>5} {:>5.2f} {:>8} {:>8.2f}B\n", n, m.num_layers,
@@ -140,12 +142,19 @@ void list_models() {
 }
 
 int run(const RooflineArgs& a) {
-  if (a.list_gpus) { list_gpus(); return 0; }
-  if (a.list_models) { list_models(); return 0; }
+  if (a.list_gpus) {
+    list_gpus();
+    return 0;
+  }
+  if (a.list_models) {
+    list_models();
+    return 0;
+  }
   if (a.model.empty()) fail("--model is required (a preset name, see --list-models, or a path)");
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     fail("--format must be table, json or csv (got '{}')", a.format);
-  if (a.graphs != "on" && a.graphs != "off") fail("--graphs must be on or off (got '{}')", a.graphs);
+  if (a.graphs != "on" && a.graphs != "off")
+    fail("--graphs must be on or off (got '{}')", a.graphs);
   if (a.ceilings != "datasheet" && a.ceilings != "measured")
     fail("--ceilings must be datasheet or measured (got '{}')", a.ceilings);
 
@@ -157,7 +166,8 @@ int run(const RooflineArgs& a) {
   s.weights = roofline::parse_weight_dtype(a.weight_dtype);
   s.group_size = a.group_size;
   s.w8a8 = a.w8a8;
-  if (s.w8a8 && s.weights != roofline::WeightDtype::kFP8 && s.weights != roofline::WeightDtype::kINT8)
+  if (s.w8a8 && s.weights != roofline::WeightDtype::kFP8 &&
+      s.weights != roofline::WeightDtype::kINT8)
     fail("--w8a8 applies to fp8 or int8 weights (got {})", a.weight_dtype);
   s.kv_dtype = roofline::parse_kv_dtype(a.kv_dtype);
   s.tp = a.tp;
@@ -171,9 +181,12 @@ int run(const RooflineArgs& a) {
   if (a.sweep.empty()) {
     const roofline::StepReport r = roofline::predict_step(model, gpu, s);
     const nlohmann::json j = roofline::report_json(r);
-    if (a.format == "json") fmt::print("{}\n", j.dump(2));
-    else if (a.format == "csv") fmt::print("{}", roofline::report_csv(r));
-    else fmt::print("{}", roofline::report_table(r));
+    if (a.format == "json")
+      fmt::print("{}\n", j.dump(2));
+    else if (a.format == "csv")
+      fmt::print("{}", roofline::report_csv(r));
+    else
+      fmt::print("{}", roofline::report_table(r));
     if (!a.plot.empty()) run_plot(j, a.plot);
     return 0;
   }
@@ -186,16 +199,20 @@ int run(const RooflineArgs& a) {
     reports.push_back(roofline::predict_step(model, gpu, p));
     arr.push_back(roofline::report_json(reports.back()));
   }
-  if (a.format == "json") fmt::print("{}\n", arr.dump(2));
-  else if (a.format == "csv") fmt::print("{}", roofline::sweep_csv(reports));
-  else fmt::print("{}", roofline::sweep_table(reports, var));
+  if (a.format == "json")
+    fmt::print("{}\n", arr.dump(2));
+  else if (a.format == "csv")
+    fmt::print("{}", roofline::sweep_csv(reports));
+  else
+    fmt::print("{}", roofline::sweep_table(reports, var));
   if (!a.plot.empty()) run_plot({{"sweep", var}, {"points", arr}}, a.plot);
   return 0;
 }
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<RooflineArgs>();
-  sub.add_option("--model", a->model, "preset name (--list-models) or path to config.json / model dir");
+  sub.add_option("--model", a->model,
+                 "preset name (--list-models) or path to config.json / model dir");
   sub.add_option("--gpu", a->gpu, "GPU id (--list-gpus); default: the local GPU, else h100-sxm");
   sub.add_option("--phase", a->phase, "prefill | decode (default decode)");
   sub.add_option("--batch", a->batch, "sequences in the step (default 1)");

@@ -23,7 +23,8 @@ const char* const kHopperWp =
     "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)";
 const char* const kH200Page =
     "NVIDIA H200 product page / datasheet (https://www.nvidia.com/en-us/data-center/h200/)";
-const char* const kHgxPage = "NVIDIA HGX platform page (https://www.nvidia.com/en-us/data-center/hgx/)";
+const char* const kHgxPage =
+    "NVIDIA HGX platform page (https://www.nvidia.com/en-us/data-center/hgx/)";
 const char* const kA100Datasheet =
     "NVIDIA A100 datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
     "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)";
@@ -37,17 +38,22 @@ const char* const kAdaWp =
 const char* const kL40sDatasheet =
     "NVIDIA L40S datasheet (https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413)";
 const char* const kL4Datasheet =
-    "NVIDIA L4 datasheet (https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet)";
+    "NVIDIA L4 datasheet "
+    "(https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet)";
 const char* const kB200Query =
-    "device query of a B200 quoted in pytorch/ao PR #4002 (https://github.com/pytorch/ao/pull/4002)";
+    "device query of a B200 quoted in pytorch/ao PR #4002 "
+    "(https://github.com/pytorch/ao/pull/4002)";
 const char* const kBlackwellUltraBlog =
     "NVIDIA technical blog 'Inside NVIDIA Blackwell Ultra' (https://developer.nvidia.com/blog/"
     "inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era)";
 const char* const kB300Garden =
-    "HGX B300 per-GPU table at https://glennklockwood.com/garden/processors/B300 (from NVIDIA's HGX "
+    "HGX B300 per-GPU table at https://glennklockwood.com/garden/processors/B300 (from NVIDIA's "
+    "HGX "
     "page; third-party transcription, not checked against an NVIDIA datasheet)";
 
-Figure f(double v, std::string src) { return Figure{v, std::move(src)}; }
+Figure f(double v, std::string src) {
+  return Figure{v, std::move(src)};
+}
 std::string halved(const char* src, const char* sparse) {
   return std::string(src) + ": " + sparse + " with sparsity, halved for dense";
 }
@@ -60,7 +66,8 @@ GpuSpec h100_sxm() {
   g.sm_count = f(132, kHopperWp);
   g.boost_clock_mhz = f(1980, std::string("max SM clock reported by the driver (nvidia-smi) on "
                                           "H100 SXM5; the datasheet tensor rates correspond to "
-                                          "1830 MHz (") + kHopperWp + ")");
+                                          "1830 MHz (") +
+                                  kHopperWp + ")");
   g.memory_bytes = f(80 * kGiB, std::string(kH100Datasheet) + ": 80GB HBM3");
   g.memory_bw = f(3.35 * kT, std::string(kH100Datasheet) + ": 3.35TB/s");
   g.l2_bytes = f(50 * kMiB, std::string(kHopperWp) + ": 50 MB L2 in H100 SXM5");
@@ -124,11 +131,13 @@ GpuSpec b200() {
   g.boost_clock_mhz = f(1965, "third-party GPU databases (TechPowerUp); not on NVIDIA's datasheet");
   g.memory_bytes = f(180 * kGiB, std::string(kHgxPage) + ": HGX B200 1,440GB total / 8 GPUs");
   g.memory_bw = f(7.7 * kT, std::string(kHgxPage) + ": HGX B200 62TB/s / 8; " + kB200Query +
-                               " derives 7.67 TB/s from a 7680-bit bus at 3996 MHz");
+                                " derives 7.67 TB/s from a 7680-bit bus at 3996 MHz");
   g.l2_bytes = f(126.5 * kMiB, kB200Query);
-  g.bf16_flops = f(2250 * kT, std::string(kHgxPage) + ": HGX B200 FP16/BF16 36 PFLOPS sparse, /8, halved");
+  g.bf16_flops =
+      f(2250 * kT, std::string(kHgxPage) + ": HGX B200 FP16/BF16 36 PFLOPS sparse, /8, halved");
   g.fp8_flops = f(4500 * kT, std::string(kHgxPage) + ": HGX B200 FP8 72 PFLOPS sparse, /8, halved");
-  g.fp4_flops = f(9000 * kT, std::string(kHgxPage) + ": HGX B200 FP4 144 PFLOPS sparse, /8, halved");
+  g.fp4_flops =
+      f(9000 * kT, std::string(kHgxPage) + ": HGX B200 FP4 144 PFLOPS sparse, /8, halved");
   g.int8_ops = f(4500 * kT, std::string(kHgxPage) + ": HGX B200 INT8 72 POPS sparse, /8, halved");
   g.fp32_flops = f(75 * kT, std::string(kHgxPage) + ": HGX B200 FP32 600 TFLOPS / 8");
   g.nvlink_bw = f(1800 * kG, std::string(kHgxPage) + ": NVLink 5, 1.8TB/s per GPU");
@@ -141,16 +150,18 @@ GpuSpec b300() {
   g.id = "b300";
   g.name = "NVIDIA B300 (Blackwell Ultra, HGX)";
   g.arch = "blackwell";
-  g.sm_count = f(160, std::string(kBlackwellUltraBlog) +
-                          ": 160 SMs in the full GPU; shipping parts may enable fewer (unverified)");
+  g.sm_count =
+      f(160, std::string(kBlackwellUltraBlog) +
+                 ": 160 SMs in the full GPU; shipping parts may enable fewer (unverified)");
   g.boost_clock_mhz = f(1965, "assumed equal to B200 (no published figure found); unverified");
   g.memory_bytes = f(288 * kGiB, std::string(kBlackwellUltraBlog) + ": 288 GB HBM3e");
   g.memory_bw = f(8.0 * kT, std::string(kBlackwellUltraBlog) + ": 8 TB/s");
   g.l2_bytes = f(126.5 * kMiB, "assumed equal to B200 (same die family); unverified");
   g.bf16_flops = f(2250 * kT, kB300Garden);
   g.fp8_flops = f(4500 * kT, kB300Garden);
-  g.fp4_flops = f(13125 * kT, std::string(kB300Garden) + "; NVIDIA's blog quotes 15 PFLOPS dense "
-                                                          "NVFP4 for the GB300 configuration");
+  g.fp4_flops = f(13125 * kT, std::string(kB300Garden) +
+                                  "; NVIDIA's blog quotes 15 PFLOPS dense "
+                                  "NVFP4 for the GB300 configuration");
   g.int8_ops = f(4500 * kT, kB300Garden);
   g.fp32_flops = f(75 * kT, kB300Garden);
   g.nvlink_bw = f(1800 * kG, std::string(kBlackwellUltraBlog) + ": NVLink 5, 1.8 TB/s");
@@ -228,8 +239,9 @@ GpuSpec rtx4090() {
   g.memory_bytes = f(24 * kGiB, std::string(kAdaWp) + ": 24 GB GDDR6X");
   g.memory_bw = f(1008 * kG, std::string(kAdaWp) + ": 1008 GB/s");
   g.l2_bytes = f(72 * kMiB, std::string(kAdaWp) + ": 72 MB L2");
-  g.bf16_flops = f(165.2 * kT, std::string(kAdaWp) + ": BF16 with FP32 accumulate 165.2 TFLOPS "
-                                                    "(GeForce runs FP32 accumulation at half rate)");
+  g.bf16_flops = f(165.2 * kT, std::string(kAdaWp) +
+                                   ": BF16 with FP32 accumulate 165.2 TFLOPS "
+                                   "(GeForce runs FP32 accumulation at half rate)");
   g.fp8_flops = f(330.3 * kT, std::string(kAdaWp) + ": FP8 with FP32 accumulate 330.3 TFLOPS");
   g.fp4_flops = f(0, "no FP4 tensor path on Ada");
   g.int8_ops = f(660.6 * kT, std::string(kAdaWp) + ": INT8 660.6 TOPS (dense)");
@@ -242,8 +254,8 @@ GpuSpec rtx4090() {
 }  // namespace
 
 const std::vector<GpuSpec>& gpu_specs() {
-  static const std::vector<GpuSpec> table = {h100_sxm(), h100_pcie(), h200(),  b200(),   b300(),
-                                             a100_sxm_80gb(), l40s(), l4(), rtx4090()};
+  static const std::vector<GpuSpec> table = {h100_sxm(),      h100_pcie(), h200(), b200(),   b300(),
+                                             a100_sxm_80gb(), l40s(),      l4(),   rtx4090()};
   return table;
 }
 

@@ -22,8 +22,7 @@ const json& object_field(const json& j, const char* key, const std::string& orig
 double number(const json& j, const char* section, const char* key, const std::string& origin,
               bool allow_zero) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number())
-    fail("{}: missing number '{}.{}'", origin, section, key);
+  if (it == j.end() || !it->is_number()) fail("{}: missing number '{}.{}'", origin, section, key);
   const double v = it->get<double>();
   if (!(v >= 0) || (!allow_zero && v == 0) || v > 1e300)
     fail("{}: '{}.{}' must be {} (got {})", origin, section, key,
@@ -107,9 +106,9 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
                    {"small_kernel_us", m.small_kernel_s * 1e6}};
   json method = json::object();
   for (const auto& [k, v] : m.method) method[k] = v;
-  j["provenance"] = {{"date", m.date},         {"driver", m.driver},
-                     {"cuda_runtime", m.cuda_runtime}, {"cublaslt", m.cublaslt},
-                     {"tool", m.tool},         {"method", method}};
+  j["provenance"] = {
+      {"date", m.date},         {"driver", m.driver}, {"cuda_runtime", m.cuda_runtime},
+      {"cublaslt", m.cublaslt}, {"tool", m.tool},     {"method", method}};
   return j.dump(2) + "\n";
 }
 

@@ -129,7 +129,8 @@ double gemm_rate(cudaStream_t st, int n, cudaDataType_t in_type, int repeats) {
   DeviceBuffer a(elems * in_bytes), b(elems * in_bytes), d(elems * 2);
   const size_t ws_bytes = size_t{64} << 20;
   DeviceBuffer ws(ws_bytes);
-  const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t seed =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   if (in_type == CUDA_R_16BF) {
     fill_bf16<<<1024, 256, 0, st>>>(static_cast<__nv_bfloat16*>(a.p), elems, seed);
     fill_bf16<<<1024, 256, 0, st>>>(static_cast<__nv_bfloat16*>(b.p), elems, seed + 1);
@@ -145,8 +146,10 @@ double gemm_rate(cudaStream_t st, int n, cudaDataType_t in_type, int repeats) {
   std::unique_ptr<cublasLtMatmulDescOpaque_t, cublasStatus_t (*)(cublasLtMatmulDesc_t)> desc_guard(
       desc, cublasLtMatmulDescDestroy);
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CEILING_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CEILING_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CEILING_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CEILING_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   cublasLtMatrixLayout_t la{}, lb{}, ld{};
   CEILING_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, in_type, n, n, n));
   CEILING_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, in_type, n, n, n));
@@ -189,7 +192,8 @@ std::string today() {
 
 std::string driver_version() {
   std::unique_ptr<FILE, int (*)(FILE*)> p(
-      popen("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", "r"), pclose);
+      popen("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", "r"),
+      pclose);
   char buf[64] = {0};
   if (p && fgets(buf, sizeof buf, p.get())) {
     std::string s(buf);

@@ -1,6 +1,6 @@
 // `ceiling probe`: measures the local GPU's ceilings (hw/measured.h) — streaming read, device-to-
-// device copy, cuBLASLt bf16 and fp8 GEMMs on random data, empty-kernel launch cost eager and from a
-// CUDA graph, and a small-kernel latency floor. Built only with CUDA (CEILING_HW_PROBE defined).
+// device copy, cuBLASLt bf16 and fp8 GEMMs on random data, empty-kernel launch cost eager and from
+// a CUDA graph, and a small-kernel latency floor. Built only with CUDA (CEILING_HW_PROBE defined).
 // Runs on device 0; the caller's GPU must be otherwise idle for the numbers to mean anything.
 #pragma once
 

@@ -1,5 +1,7 @@
 #include "model/json_strict.h"
 
+#include <fmt/format.h>
+
 #include <set>
 
 namespace ceiling {
@@ -35,7 +37,9 @@ StrictJson parse_json_strict(std::string_view text) {
   try {
     out.value = json::parse(text, cb, /*allow_exceptions=*/true);
   } catch (const json::parse_error& e) {
-    out.syntax_error_byte = e.byte;
+    out.syntax_error = fmt::format("syntax error at byte {}", e.byte);
+  } catch (const json::exception&) {  // e.g. out_of_range: a number too large for a double
+    out.syntax_error = "number out of range";
   }
   return out;
 }

@@ -13,7 +13,7 @@ namespace ceiling {
 
 struct StrictJson {
   nlohmann::json value;
-  std::optional<size_t> syntax_error_byte;  // set when the text is not JSON
+  std::optional<std::string> syntax_error;  // set when the text is not JSON: where and why
   // Keys from the top-level object down to the first duplicated key (empty when none), e.g.
   // {"weight_map", "x"} for a tensor listed twice in an index's weight_map.
   std::vector<std::string> duplicate_path;

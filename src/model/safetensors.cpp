@@ -63,8 +63,7 @@ size_t find_invalid_utf8(std::span<const std::byte> s) {
 // Parses the header text; rejects duplicate keys at any depth like serde rejects duplicate fields.
 json parse_header_json(std::string_view text, const std::string& origin) {
   StrictJson r = parse_json_strict(text);
-  if (r.syntax_error_byte)
-    fail("{}: header is not valid JSON (byte {} of the header)", origin, *r.syntax_error_byte);
+  if (r.syntax_error) fail("{}: header is not valid JSON ({})", origin, *r.syntax_error);
   if (!r.value.is_object()) fail("{}: header is not a JSON object", origin);
   const auto& d = r.duplicate_path;
   if (d.size() == 1)

@@ -58,7 +58,7 @@ fs::path resolve_inside(const fs::path& dir, const std::string& name, const std:
 
 SafetensorsIndex parse_safetensors_index(std::string_view text, const std::string& origin) {
   StrictJson r = parse_json_strict(text);
-  if (r.syntax_error_byte) fail("{}: not valid JSON (byte {})", origin, *r.syntax_error_byte);
+  if (r.syntax_error) fail("{}: not valid JSON ({})", origin, *r.syntax_error);
   const json& j = r.value;
   if (!j.is_object()) fail("{}: index must be a JSON object", origin);
   const auto& d = r.duplicate_path;

@@ -12,10 +12,14 @@ namespace ceiling::roofline {
 
 std::string_view limiter_name(Limiter l) {
   switch (l) {
-    case Limiter::kCompute: return "compute";
-    case Limiter::kMemory: return "memory";
-    case Limiter::kOverhead: return "overhead";
-    case Limiter::kCommunication: return "communication";
+    case Limiter::kCompute:
+      return "compute";
+    case Limiter::kMemory:
+      return "memory";
+    case Limiter::kOverhead:
+      return "overhead";
+    case Limiter::kCommunication:
+      return "communication";
   }
   return "?";
 }
@@ -24,11 +28,26 @@ double GpuCeilings::peak(DType math) const {
   double p = 0;
   const char* path = "";
   switch (math) {
-    case DType::kBF16: case DType::kF16: p = bf16_flops; path = "bf16 tensor"; break;
-    case DType::kF8E4M3: case DType::kF8E5M2: p = fp8_flops; path = "fp8 tensor"; break;
-    case DType::kI8: p = int8_ops; path = "int8 tensor"; break;
-    case DType::kF32: p = fp32_flops; path = "fp32"; break;
-    default: fail("no compute peak for math dtype {}", dtype_name(math));
+    case DType::kBF16:
+    case DType::kF16:
+      p = bf16_flops;
+      path = "bf16 tensor";
+      break;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+      p = fp8_flops;
+      path = "fp8 tensor";
+      break;
+    case DType::kI8:
+      p = int8_ops;
+      path = "int8 tensor";
+      break;
+    case DType::kF32:
+      p = fp32_flops;
+      path = "fp32";
+      break;
+    default:
+      fail("no compute peak for math dtype {}", dtype_name(math));
   }
   if (!(p > 0)) fail("GPU '{}' has no {} path", gpu_id, path);
   return p;
@@ -86,7 +105,8 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   c.memory_bytes = m.memory_bytes;
   c.mem_bw = m.read_bw;
   c.bf16_flops = m.bf16_gemm_flops;
-  if (c.fp8_flops > 0) c.fp8_flops = m.fp8_gemm_flops > 0 ? m.fp8_gemm_flops : c.fp8_flops * fp8_ratio;
+  if (c.fp8_flops > 0)
+    c.fp8_flops = m.fp8_gemm_flops > 0 ? m.fp8_gemm_flops : c.fp8_flops * fp8_ratio;
   c.int8_ops *= fp8_ratio;
   c.fp4_flops *= fp8_ratio;
   c.fp32_flops *= bf16_ratio;
@@ -110,16 +130,18 @@ GpuCeilings ceilings_for(const std::string& gpu_id, bool measured) {
   if (!measured) return datasheet(spec);
   auto file = hw::find_measured_ceilings_file(spec.id);
   if (!file)
-    fail("no measured ceilings for GPU '{}': data/ceilings/{}.json not found (run `ceiling probe "
-         "--out data/ceilings/{}.json` on that GPU, or use --ceilings datasheet)",
-         spec.id, spec.id, spec.id);
+    fail(
+        "no measured ceilings for GPU '{}': data/ceilings/{}.json not found (run `ceiling probe "
+        "--out data/ceilings/{}.json` on that GPU, or use --ceilings datasheet)",
+        spec.id, spec.id, spec.id);
   return apply_measured(datasheet(spec), hw::load_measured_ceilings(*file), file->string());
 }
 
 std::string gpu_id_for_device(const std::string& cuda_device_name) {
   auto id = hw::gpu_id_for_device_name(cuda_device_name);
-  if (!id) fail("CUDA device '{}' is not in the GPU table (see `ceiling roofline --list-gpus`)",
-                cuda_device_name);
+  if (!id)
+    fail("CUDA device '{}' is not in the GPU table (see `ceiling roofline --list-gpus`)",
+         cuda_device_name);
   return *id;
 }
 
@@ -148,16 +170,20 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   p.memory_s = k.bytes / gpu.mem_bw;
   p.comm_s = k.nvlink_bytes > 0 ? k.nvlink_bytes / gpu.nvlink_bw : 0;
   p.time_roofline_s = std::max({p.compute_s, p.memory_s, p.comm_s});
-  if (p.time_roofline_s <= 0) p.roofline_limiter = Limiter::kOverhead;
-  else if (p.comm_s >= std::max(p.compute_s, p.memory_s)) p.roofline_limiter = Limiter::kCommunication;
-  else p.roofline_limiter = p.compute_s > p.memory_s ? Limiter::kCompute : Limiter::kMemory;
+  if (p.time_roofline_s <= 0)
+    p.roofline_limiter = Limiter::kOverhead;
+  else if (p.comm_s >= std::max(p.compute_s, p.memory_s))
+    p.roofline_limiter = Limiter::kCommunication;
+  else
+    p.roofline_limiter = p.compute_s > p.memory_s ? Limiter::kCompute : Limiter::kMemory;
 
   // Layer 2: achievable rates, waves, L2 reuse, floor, launches.
   if (k.tiles > 0) {
     const double waves = std::ceil(static_cast<double>(k.tiles) / gpu.sm_count);
     p.wave_efficiency = static_cast<double>(k.tiles) / (waves * gpu.sm_count);
   }
-  const bool l2_hit = k.l2_reuse_bytes > 0 && k.l2_reuse_bytes <= gpu.l2_resident_fraction * gpu.l2_bytes;
+  const bool l2_hit =
+      k.l2_reuse_bytes > 0 && k.l2_reuse_bytes <= gpu.l2_resident_fraction * gpu.l2_bytes;
   p.hbm_bytes = k.bytes - (l2_hit ? k.l2_reuse_bytes : 0);
   const double comp2 = k.flops / (peak * gpu.compute_efficiency * p.wave_efficiency);
   const double mem2 = p.hbm_bytes / (gpu.mem_bw * gpu.bw_efficiency);
@@ -172,9 +198,12 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   }
   p.time_predicted_s = t;
   const double overhead = t - work;
-  if (comm2 >= std::max({comp2, mem2, overhead})) p.limiter = Limiter::kCommunication;
-  else if (overhead >= std::max(comp2, mem2)) p.limiter = Limiter::kOverhead;
-  else p.limiter = comp2 > mem2 ? Limiter::kCompute : Limiter::kMemory;
+  if (comm2 >= std::max({comp2, mem2, overhead}))
+    p.limiter = Limiter::kCommunication;
+  else if (overhead >= std::max(comp2, mem2))
+    p.limiter = Limiter::kOverhead;
+  else
+    p.limiter = comp2 > mem2 ? Limiter::kCompute : Limiter::kMemory;
   if (t <= 0) p.limiter = Limiter::kOverhead;
   return p;
 }

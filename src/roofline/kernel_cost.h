@@ -29,7 +29,7 @@ struct GpuCeilings {
   std::string gpu_id;    // "h100-sxm"
   std::string gpu_name;  // "NVIDIA H100 SXM5 80GB"
   bool measured = false;
-  std::string source;    // where the rates come from (datasheet, or the measured file's path)
+  std::string source;  // where the rates come from (datasheet, or the measured file's path)
 
   int sm_count = 0;
   double l2_bytes = 0;
@@ -45,13 +45,13 @@ struct GpuCeilings {
   double nvlink_bw = 0;   // bytes/s per direction (datasheet total / 2); 0 = no NVLink
 
   // Layer-2 parameters (named and sourced in docs/roofline.md).
-  double bw_efficiency = 1;       // achievable / peak bandwidth
-  double compute_efficiency = 1;  // achievable / peak tensor rate
-  double nvlink_efficiency = 1;   // achievable / peak NVLink rate (all-reduce bus bandwidth)
-  double launch_eager_s = 0;      // per kernel launched eagerly (host launch rate bound)
-  double launch_graph_s = 0;      // per kernel node replayed from a CUDA graph
-  double kernel_floor_s = 0;      // a kernel that touches memory takes at least this long
-  double allreduce_latency_s = 0; // fixed cost of one NVLink all-reduce
+  double bw_efficiency = 1;         // achievable / peak bandwidth
+  double compute_efficiency = 1;    // achievable / peak tensor rate
+  double nvlink_efficiency = 1;     // achievable / peak NVLink rate (all-reduce bus bandwidth)
+  double launch_eager_s = 0;        // per kernel launched eagerly (host launch rate bound)
+  double launch_graph_s = 0;        // per kernel node replayed from a CUDA graph
+  double kernel_floor_s = 0;        // a kernel that touches memory takes at least this long
+  double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
 
@@ -90,9 +90,9 @@ int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n);
 
 struct Prediction {
   // Layer 1.
-  double compute_s = 0;      // flops / peak
-  double memory_s = 0;       // bytes / mem_bw
-  double comm_s = 0;         // nvlink_bytes / nvlink_bw
+  double compute_s = 0;  // flops / peak
+  double memory_s = 0;   // bytes / mem_bw
+  double comm_s = 0;     // nvlink_bytes / nvlink_bw
   double time_roofline_s = 0;
   Limiter roofline_limiter = Limiter::kMemory;
   // Layer 2.

@@ -8,7 +8,9 @@
 
 namespace ceiling::roofline {
 
-std::string_view phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
+std::string_view phase_name(Phase p) {
+  return p == Phase::kPrefill ? "prefill" : "decode";
+}
 
 Phase parse_phase(std::string_view s) {
   if (s == "prefill") return Phase::kPrefill;
@@ -18,10 +20,14 @@ Phase parse_phase(std::string_view s) {
 
 std::string_view weight_dtype_name(WeightDtype w) {
   switch (w) {
-    case WeightDtype::kBF16: return "bf16";
-    case WeightDtype::kFP8: return "fp8";
-    case WeightDtype::kINT8: return "int8";
-    case WeightDtype::kINT4: return "int4";
+    case WeightDtype::kBF16:
+      return "bf16";
+    case WeightDtype::kFP8:
+      return "fp8";
+    case WeightDtype::kINT8:
+      return "int8";
+    case WeightDtype::kINT4:
+      return "int4";
   }
   return "?";
 }
@@ -45,7 +51,8 @@ void validate(const ModelConfig& m, const Scenario& s) {
   CEILING_ENSURE(s.batch >= 1 && s.batch <= kMax, "batch must be in 1..{} (got {})", kMax, s.batch);
   CEILING_ENSURE(s.context >= 1 && s.context <= kMax, "context must be in 1..{} (got {})", kMax,
                  s.context);
-  CEILING_ENSURE(s.tp >= 1 && s.tp <= 1024, "tensor-parallel size must be in 1..1024 (got {})", s.tp);
+  CEILING_ENSURE(s.tp >= 1 && s.tp <= 1024, "tensor-parallel size must be in 1..1024 (got {})",
+                 s.tp);
   CEILING_ENSURE(s.group_size >= 1 && s.group_size <= 65536,
                  "group size must be in 1..65536 (got {})", s.group_size);
   CEILING_ENSURE(s.kv_dtype == DType::kBF16 || s.kv_dtype == DType::kF8E4M3,
@@ -74,18 +81,20 @@ namespace {
 constexpr double kAct = 2;  // bytes per activation element (bf16)
 
 struct Dims {
-  double T, Tout;             // tokens in the step; tokens that need logits
-  double B, S;                // sequences; context
-  double H, I, D, V, hq, hkv; // per GPU where split
-  double kvb;                 // KV bytes per element
+  double T, Tout;              // tokens in the step; tokens that need logits
+  double B, S;                 // sequences; context
+  double H, I, D, V, hq, hkv;  // per GPU where split
+  double kvb;                  // KV bytes per element
 };
 
 // Bytes of a K x N weight matrix (K = input features) with its quantization scales.
 double weight_bytes(const Scenario& s, double K, double N) {
   switch (s.weights) {
-    case WeightDtype::kBF16: return 2 * K * N;
+    case WeightDtype::kBF16:
+      return 2 * K * N;
     case WeightDtype::kFP8:
-    case WeightDtype::kINT8: return K * N + 4 * N;  // + fp32 scale per output column
+    case WeightDtype::kINT8:
+      return K * N + 4 * N;  // + fp32 scale per output column
     case WeightDtype::kINT4:
       return 0.5 * K * N + 2 * std::ceil(K / s.group_size) * N;  // + bf16 scale per group
   }
@@ -199,18 +208,18 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     // q written back, k and v written into the paged KV cache in the cache dtype.
     const double rot = (d.hq + d.hkv) * d.D;
     const double flops = d.T * rot * (3 + (m.qk_norm ? 4 : 0));
-    const double act = kAct * d.T * nqkv + kAct * d.T * d.hq * d.D + 4 * d.T * d.D +
-                       (m.qk_norm ? kAct * 2 * d.D : 0);
+    const double act = kAct * d.T * nqkv + kAct * d.T * d.hq * d.D + 4 * d.T * d.D;
+    const double norm_weights = m.qk_norm ? kAct * 2 * d.D : 0;  // q_norm and k_norm, [D] each
     const double kv = d.T * 2 * d.hkv * d.D * d.kvb;
     b.add(m.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write",
           std::string(m.qk_norm ? "per-head q/k RMSNorm, " : "") +
               "RoPE on q,k; k,v written to the paged cache",
-          L, true, DType::kF32, flops, 0, act, kv, kAct * d.T * nqkv, 0);
+          L, true, DType::kF32, flops, norm_weights, act, kv, kAct * d.T * nqkv, 0);
   }
   if (s.phase == Phase::kPrefill) {
     // Causal: query i attends to keys 0..i, S(S+1)/2 pairs per head; QK^T and PV 2*D each.
     const double flops = d.B * d.hq * 2 * d.D * d.S * (d.S + 1);
-    const double act = kAct * 2 * d.T * d.hq * d.D;  // read q, write o
+    const double act = kAct * 2 * d.T * d.hq * d.D;   // read q, write o
     const double kv = d.T * 2 * d.hkv * d.D * d.kvb;  // K and V read once each
     const auto tiles = static_cast<int64_t>(d.B * d.hq * std::ceil(d.S / 128));
     b.add("attention", "causal flash attention (prefill), 128-row query tiles", L, true,
@@ -229,8 +238,8 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
   b.add_norm("mlp_norm", "residual add (attention output) fused into RMSNorm", L, true, d.T, d.H);
   b.gemm("gate_up_proj", "fused gate and up projections", L, true, d.T, d.H, 2 * d.I,
          weight_bytes(s, d.H, 2 * d.I), math);
-  b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0,
-        kAct * 3 * d.T * d.I, 0, kAct * 2 * d.T * d.I, 0);
+  b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0, kAct * 3 * d.T * d.I,
+        0, kAct * 2 * d.T * d.I, 0);
   b.gemm("down_proj", "MLP down projection", L, true, d.T, d.I, d.H, weight_bytes(s, d.I, d.H),
          math);
   if (tp) b.allreduce("mlp_allreduce", L, true, d.T * d.H);

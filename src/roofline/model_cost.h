@@ -1,5 +1,5 @@
-// The whole-model cost: one forward step of a decoder-only transformer as a list of ops, each costed
-// with roofline/kernel_cost.h, summed into step time, throughput, utilizations and memory.
+// The whole-model cost: one forward step of a decoder-only transformer as a list of ops, each
+// costed with roofline/kernel_cost.h, summed into step time, throughput, utilizations and memory.
 //
 // What one step is:
 //   prefill: `batch` sequences of `context` tokens each, from an empty cache (T = batch*context
@@ -62,14 +62,14 @@ struct Scenario {
 void validate(const ModelConfig& m, const Scenario& s);
 
 struct OpCost {
-  std::string name;       // "qkv_proj"
-  std::string note;       // what it includes ("+ bias", "fused residual add", ...)
-  int64_t count = 1;      // instances per step (num_layers for per-layer ops)
+  std::string name;   // "qkv_proj"
+  std::string note;   // what it includes ("+ bias", "fused residual add", ...)
+  int64_t count = 1;  // instances per step (num_layers for per-layer ops)
   bool per_layer = false;
   DType math = DType::kBF16;
-  KernelCost cost;        // one instance
+  KernelCost cost;                                              // one instance
   double weight_bytes = 0, activation_bytes = 0, kv_bytes = 0;  // one instance, sum = cost.bytes
-  Prediction pred;        // one instance
+  Prediction pred;                                              // one instance
 };
 
 struct MemoryReport {
@@ -88,8 +88,9 @@ struct StepReport {
   double flops = 0, bytes = 0;
   double time_roofline_s = 0, time_predicted_s = 0;
   double tokens_per_s = 0, tokens_per_s_roofline = 0;
-  double tensor_core_utilization = 0;  // tensor FLOPs / (predicted time * peak), 0..1
-  double hbm_utilization = 0;          // bytes / (predicted time * bandwidth), 0..1
+  double tensor_core_utilization = 0;           // tensor FLOPs / (predicted time * peak), 0..1
+  double tensor_core_utilization_roofline = 0;  // the same over the layer-1 time
+  double hbm_utilization = 0;                   // bytes / (predicted time * bandwidth), 0..1
   Limiter limiter = Limiter::kMemory;  // the limiter holding the largest share of predicted time
   Limiter roofline_limiter = Limiter::kMemory;
   int64_t launches = 0;

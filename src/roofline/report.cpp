@@ -30,11 +30,17 @@ std::string human_rate(double x, const char* unit) {
   return fmt::format("{:.1f} {}", x, unit);
 }
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
 
-double intensity(double flops, double bytes) { return bytes > 0 ? flops / bytes : NAN; }
+double intensity(double flops, double bytes) {
+  return bytes > 0 ? flops / bytes : NAN;
+}
 
-std::string limiter_str(Limiter l) { return std::string(limiter_name(l)); }
+std::string limiter_str(Limiter l) {
+  return std::string(limiter_name(l));
+}
 
 }  // namespace
 
@@ -93,6 +99,7 @@ json report_json(const StepReport& r) {
   t["tokens_per_s"] = r.tokens_per_s;
   t["tokens_per_s_roofline"] = r.tokens_per_s_roofline;
   t["tensor_core_utilization"] = r.tensor_core_utilization;
+  t["tensor_core_utilization_roofline"] = r.tensor_core_utilization_roofline;
   t["hbm_utilization"] = r.hbm_utilization;
   t["limiter"] = limiter_str(r.limiter);
   t["limiter_roofline"] = limiter_str(r.roofline_limiter);
@@ -130,12 +137,13 @@ std::string report_table(const StepReport& r) {
   std::string out;
   out += fmt::format("{} on {} ({} ceilings: {}, {}), {} x{} TP\n", r.model, g.gpu_id,
                      g.measured ? "measured" : "datasheet", human_rate(g.mem_bw, "B/s"),
-                     human_rate(g.bf16_flops, "FLOP/s bf16"), s.cuda_graphs ? "CUDA graphs" : "eager",
-                     s.tp);
-  out += fmt::format("{}: batch {}, context {}, weights {}{}{}, KV cache {}\n\n",
-                     phase_name(s.phase), s.batch, s.context, weight_dtype_name(s.weights),
-                     s.weights == WeightDtype::kINT4 ? fmt::format(" (group {})", s.group_size) : "",
-                     s.w8a8 ? " w8a8" : "", s.kv_dtype == DType::kBF16 ? "bf16" : "fp8");
+                     human_rate(g.bf16_flops, "FLOP/s bf16"),
+                     s.cuda_graphs ? "CUDA graphs" : "eager", s.tp);
+  out +=
+      fmt::format("{}: batch {}, context {}, weights {}{}{}, KV cache {}\n\n", phase_name(s.phase),
+                  s.batch, s.context, weight_dtype_name(s.weights),
+                  s.weights == WeightDtype::kINT4 ? fmt::format(" (group {})", s.group_size) : "",
+                  s.w8a8 ? " w8a8" : "", s.kv_dtype == DType::kBF16 ? "bf16" : "fp8");
   out += fmt::format("{:<22} {:>4} {:>11} {:>11} {:>9} {:>13} {:>12} {:>12} {:>6}\n", "op", "x",
                      "GFLOP", "MB", "FLOP/B", "limiter", "roofline", "predicted", "share");
   for (const auto& op : r.ops) {
@@ -153,23 +161,28 @@ std::string report_table(const StepReport& r) {
                      human_time(r.time_roofline_s), human_time(r.time_predicted_s));
   const char* unit = s.phase == Phase::kPrefill ? "prefill tok/s" : "tok/s";
   out += fmt::format("step time      {} predicted, {} roofline ({} limiter: {})\n",
-                     human_time(r.time_predicted_s), human_time(r.time_roofline_s),
-                     "roofline", limiter_name(r.roofline_limiter));
+                     human_time(r.time_predicted_s), human_time(r.time_roofline_s), "roofline",
+                     limiter_name(r.roofline_limiter));
   out += fmt::format("throughput     {:.1f} {} predicted, {:.1f} roofline\n", r.tokens_per_s, unit,
                      r.tokens_per_s_roofline);
   out += fmt::format("TTFT           {} (prefill of {} x {} tokens)\n", human_time(r.ttft_s),
                      s.batch, s.context);
-  out += fmt::format("utilization    tensor cores {:.2f}%, HBM {:.1f}% (of the predicted time)\n",
-                     100 * r.tensor_core_utilization, 100 * r.hbm_utilization);
+  out += fmt::format(
+      "utilization    tensor cores {:.2f}% ({:.2f}% at the roofline time), HBM {:.1f}% "
+      "(of the predicted time)\n",
+      100 * r.tensor_core_utilization, 100 * r.tensor_core_utilization_roofline,
+      100 * r.hbm_utilization);
   out += fmt::format("kernels        {} launches per step\n", r.launches);
-  out += fmt::format("critical batch {} (decode batch where the linear layers turn compute-bound; "
-                     "ridge {:.0f} FLOP/B bf16)\n",
-                     r.critical_batch ? fmt::format("{}", *r.critical_batch) : "none <= 2^24",
-                     g.bf16_flops / g.mem_bw);
-  out += fmt::format("memory         weights {} per GPU, KV {} per token, {} sequences of {} "
-                     "tokens fit in {} (after the reserve)\n",
-                     human_bytes(r.memory.weights_bytes), human_bytes(r.memory.kv_bytes_per_token),
-                     r.memory.max_sequences, s.context, human_bytes(r.memory.usable_bytes));
+  out += fmt::format(
+      "critical batch {} (decode batch where the linear layers turn compute-bound; "
+      "ridge {:.0f} FLOP/B bf16)\n",
+      r.critical_batch ? fmt::format("{}", *r.critical_batch) : "none <= 2^24",
+      g.bf16_flops / g.mem_bw);
+  out += fmt::format(
+      "memory         weights {} per GPU, KV {} per token, {} sequences of {} "
+      "tokens fit in {} (after the reserve)\n",
+      human_bytes(r.memory.weights_bytes), human_bytes(r.memory.kv_bytes_per_token),
+      r.memory.max_sequences, s.context, human_bytes(r.memory.usable_bytes));
   return out;
 }
 
@@ -181,9 +194,9 @@ std::string report_csv(const StepReport& r) {
     const double in = intensity(op.cost.flops, op.cost.bytes);
     out += fmt::format("{},{},{:.6g},{:.6g},{},{},{},{:.6g},{:.6g}\n", op.name, op.count,
                        n * op.cost.flops, n * op.cost.bytes,
-                       std::isfinite(in) ? fmt::format("{:.6g}", in) : "", limiter_name(op.pred.limiter),
-                       limiter_name(op.pred.roofline_limiter), n * op.pred.time_roofline_s,
-                       n * op.pred.time_predicted_s);
+                       std::isfinite(in) ? fmt::format("{:.6g}", in) : "",
+                       limiter_name(op.pred.limiter), limiter_name(op.pred.roofline_limiter),
+                       n * op.pred.time_roofline_s, n * op.pred.time_predicted_s);
   }
   out += fmt::format("total,,{:.6g},{:.6g},{:.6g},{},{},{:.6g},{:.6g}\n", r.flops, r.bytes,
                      r.flops / r.bytes, limiter_name(r.limiter), limiter_name(r.roofline_limiter),
@@ -194,18 +207,18 @@ std::string report_csv(const StepReport& r) {
 std::string sweep_table(const std::vector<StepReport>& rs, const std::string& swept) {
   if (rs.empty()) return "";
   const StepReport& f = rs.front();
-  std::string out = fmt::format("{} on {} ({}), {}, sweeping {}\n\n", f.model, f.gpu.gpu_id,
-                                f.gpu.measured ? "measured" : "datasheet",
-                                phase_name(f.scenario.phase), swept);
-  out += fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14} {:>9} {:>8} {:>13} {:>9}\n", "batch",
-                     "context", "roofline", "predicted", "tok/s", "TC util", "HBM util", "limiter",
-                     "max seqs");
+  std::string out =
+      fmt::format("{} on {} ({}), {}, sweeping {}\n\n", f.model, f.gpu.gpu_id,
+                  f.gpu.measured ? "measured" : "datasheet", phase_name(f.scenario.phase), swept);
+  out +=
+      fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14} {:>9} {:>8} {:>13} {:>9}\n", "batch", "context",
+                  "roofline", "predicted", "tok/s", "TC util", "HBM util", "limiter", "max seqs");
   for (const auto& r : rs)
-    out += fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14.1f} {:>8.2f}% {:>7.1f}% {:>13} {:>9}\n",
-                       r.scenario.batch, r.scenario.context, human_time(r.time_roofline_s),
-                       human_time(r.time_predicted_s), r.tokens_per_s,
-                       100 * r.tensor_core_utilization, 100 * r.hbm_utilization,
-                       limiter_name(r.limiter), r.memory.max_sequences);
+    out +=
+        fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14.1f} {:>8.2f}% {:>7.1f}% {:>13} {:>9}\n",
+                    r.scenario.batch, r.scenario.context, human_time(r.time_roofline_s),
+                    human_time(r.time_predicted_s), r.tokens_per_s, 100 * r.tensor_core_utilization,
+                    100 * r.hbm_utilization, limiter_name(r.limiter), r.memory.max_sequences);
   return out;
 }
 

@@ -87,6 +87,7 @@ StepReport predict_step(const ModelConfig& m, const GpuCeilings& gpu, const Scen
   r.tokens_per_s = tokens / r.time_predicted_s;
   r.tokens_per_s_roofline = tokens / r.time_roofline_s;
   r.tensor_core_utilization = tensor_time_at_peak / r.time_predicted_s;
+  r.tensor_core_utilization_roofline = tensor_time_at_peak / r.time_roofline_s;
   r.hbm_utilization = r.bytes / (r.time_predicted_s * gpu.mem_bw);
 
   if (s.phase == Phase::kPrefill) {

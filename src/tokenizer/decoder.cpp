@@ -150,8 +150,10 @@ class Replace final : public DecoderStage {
   Replace(SplitPattern pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void apply(std::vector<std::string>& tokens, DecodeState& st) const override {
-    if (st.joined && pattern_.is_literal() && !tokens.empty()) {
-      // A literal of several bytes could straddle the cut: wait while the text ends with a
+    if (st.joined && !pattern_.is_literal()) {
+      st.cut_ok = false;  // a regex match could straddle any cut: decode the stream whole
+    } else if (st.joined && !tokens.empty()) {
+      // A literal of several characters could straddle the cut: wait while the text ends with a
       // proper prefix of it.
       const std::string& lit = pattern_.literal_text();
       for (std::size_t k = 1; k < lit.size(); ++k) {
@@ -194,6 +196,14 @@ class WordPiece final : public DecoderStage {
  public:
   WordPiece(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   void apply(std::vector<std::string>& tokens, DecodeState& st) const override {
+    if (cleanup_ && st.joined && !tokens.empty()) {
+      // A cleanup pattern could straddle the cut: wait while the text ends with a prefix of one.
+      for (const auto& rule : kRules) {
+        for (std::size_t k = 1; k < rule.first.size(); ++k) {
+          if (tokens.back().ends_with(rule.first.substr(0, k))) st.cut_ok = false;
+        }
+      }
+    }
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
       const bool first = st.joined || (i == 0 && st.at_start);
@@ -208,11 +218,11 @@ class WordPiece final : public DecoderStage {
   }
 
  private:
+  static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   static std::string cleanup(std::string s) {
-    static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
-        {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
-        {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
-        {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
     for (const auto& [from, to] : kRules) {
       s = replace_all(s, SplitPattern::literal(std::string(from)), to);
     }

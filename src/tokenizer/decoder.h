@@ -5,7 +5,8 @@
 // window begins the stream (first-token rules apply), `at_end` that it ends it (trailing rules
 // apply), and the result's `cut_ok` says whether the stream may be cut after this window, i.e.
 // decode(window ++ rest) == decode(window).text ++ decode(rest, at_start=false) for any rest
-// (no half UTF-8 sequence, no open byte-fallback run, no pending Strip, ...).
+// (no half UTF-8 sequence, no open byte-fallback run, no pending Strip, ...). A regex Replace
+// after the tokens were joined never allows a cut (exact, but then nothing streams before the end).
 #pragma once
 
 #include <memory>

@@ -286,6 +286,20 @@ SNIPPETS = [
     ("{{ {'a': 1}.update({'b': 2}) }}", {}), ("{{ [1].append(2) }}", {}),
     ("{{ x.__class__ }}|{{ x._private }}|", {"x": {"_private": 1}}),
     ("{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%Y-%m-%d %A %j') }}", {}),
+    # Laziness and types of Jinja's generator filters, Markup, views and reverse iterators.
+    ("{% if [1]|select('odd') %}gen-truthy{% endif %}{% if []|select('odd') %}|still{% endif %}|{{ 5|select('odd') is iterable }}|{{ (1|map('upper')) is defined }}", {}),
+    ("{% for x in 5|unique %}{% endfor %}", {}),
+    ("{{ none|select|list }} {{ ''|map('upper')|list }} {{ 0|selectattr('a')|list }} {{ [1, 2, 3]|select('gt', 1)|list }} {{ [1, 2]|map('string')|join('-') }}", {}),
+    ("{{ d.items()|length }} {{ d.keys()|list }} {{ 'a' in d.keys() }} {{ d.values()|list|length }} {{ d.items()|list }} {{ d.keys()|last }}", {"d": {"a": 1, "b": 2}}),
+    ("{{ [3, 1]|reverse|list }} {{ 'abc'|reverse }} {{ {'a': 1, 'b': 2}|reverse|list }} {{ ([1]|reverse) is iterable }}", {}),
+    ("{{ [1, 2]|safe }}|{% for c in [1, 2]|safe %}{{ c }},{% endfor %}|{{ none|safe }}", {}),
+    ("{{ 0.5 is odd }} {{ 3.0 is odd }} {{ 4 is even }} {{ 7.5 is divisibleby 2.5 }}", {}),
+    ("{{ 'Straße'.title() }} {{ 'ßa'|capitalize }} {{ 'ßa'|title }} {{ 'ÿ'|upper }}", {}),
+    ("{{ 'abc' % [1] }}|{{ '%s' % [1, 2] }}|{{ '' % u }}|{{ '%s and %s' % (1, 'x') }}|{{ '%c%c' % (72, 'i') }}", {}),
+    ("{{ x|indent }}", {"x": 5}),
+    ("{{ 'abc'.removeprefix('ab') }} {{ 'abc'.removesuffix('bc') }} {{ 'abc'.removeprefix('x') }} {{ '<think>x</think>y'.split('</think>')[-1].lstrip('\\n') }}", {}),
+    ("{%- for m in messages[::-1] %}{%- set index = (messages|length - 1) - loop.index0 %}{{ index }}:{{ m.role }}{% endfor %}", {}),
+    ("{{ 'a\\nb' }}|{{ 'tab\\there' }}|{{ 'nl\\\nx' }}", {}),
 ]
 
 BAD_SYNTAX = [

@@ -1,9 +1,9 @@
+#include "core/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
-
-#include "core/dtype.h"
 
 using namespace ceiling;
 
@@ -25,7 +25,7 @@ TEST(BF16, RoundsToNearestEven) {
 TEST(F16, KnownValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // rounds past max: Inf
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);               // rounds past max: Inf
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: zero
   EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 quanta: tie to even (2)
@@ -124,8 +124,8 @@ TEST(F8, SubnormalsZerosAndUnderflow) {
   // e4m3 smallest subnormal 2^-9; e5m2 2^-16. Half of it ties to even (zero); just above rounds up.
   EXPECT_EQ(f32_to_e4m3(std::ldexp(1.0f, -10)), 0x00);
   EXPECT_EQ(f32_to_e4m3(std::nextafter(std::ldexp(1.0f, -10), 1.0f)), 0x01);
-  EXPECT_EQ(f32_to_e4m3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 quanta: tie to even (2)
-  EXPECT_EQ(f32_to_e4m3(std::ldexp(7.0f, -9)), 0x07);   // largest subnormal
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(3.0f, -10)), 0x02);   // 1.5 quanta: tie to even (2)
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(7.0f, -9)), 0x07);    // largest subnormal
   EXPECT_EQ(f32_to_e4m3(std::ldexp(15.0f, -10)), 0x08);  // 7.5 quanta: ties up into the normals
   EXPECT_EQ(f32_to_e5m2(std::ldexp(1.0f, -17)), 0x00);
   EXPECT_EQ(f32_to_e5m2(std::ldexp(3.0f, -17)), 0x02);

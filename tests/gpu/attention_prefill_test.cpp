@@ -69,9 +69,12 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefill,
                                            cuda::PrefillKernel::kWgmmaOverlap),
                          [](const ::testing::TestParamInfo<cuda::PrefillKernel>& p) {
                            switch (p.param) {
-                             case cuda::PrefillKernel::kWgmma: return "wgmma";
-                             case cuda::PrefillKernel::kWgmmaOverlap: return "wgmma_overlap";
-                             default: return "mma_sync";
+                             case cuda::PrefillKernel::kWgmma:
+                               return "wgmma";
+                             case cuda::PrefillKernel::kWgmmaOverlap:
+                               return "wgmma_overlap";
+                             default:
+                               return "mma_sync";
                            }
                          });
 
@@ -111,8 +114,9 @@ TEST(AttentionPrefillPlan, RejectsUnsupportedShapes) {
 
 TEST(AttentionPrefillPlan, TileSlotsCoverAnySplit) {
   cuda::PrefillPlan plan;
-  ASSERT_TRUE(cuda::plan_prefill_attention({3, 300, 8, 2, 128, 16, cuda::PrefillKernel::kMmaSync},
-                                           &plan).ok());
+  ASSERT_TRUE(
+      cuda::plan_prefill_attention({3, 300, 8, 2, 128, 16, cuda::PrefillKernel::kMmaSync}, &plan)
+          .ok());
   // Worst split of 300 tokens into 3 sequences of 128-row tiles: 129 + 129 + 42 → 2 + 2 + 1.
   EXPECT_GE(plan.tile_slots, 5);
 }

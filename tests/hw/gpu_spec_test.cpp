@@ -1,22 +1,23 @@
+#include "hw/gpu_spec.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "core/status.h"
-#include "hw/gpu_spec.h"
 
 using namespace ceiling::hw;
 
 TEST(GpuSpec, TableHasTheRequiredGpusWithSourcedFigures) {
-  const std::set<std::string> want = {"h100-sxm", "h100-pcie",     "h200", "b200",   "b300",
-                                      "a100-sxm-80gb", "l40s", "l4",   "rtx4090"};
+  const std::set<std::string> want = {"h100-sxm",      "h100-pcie", "h200", "b200",   "b300",
+                                      "a100-sxm-80gb", "l40s",      "l4",   "rtx4090"};
   std::set<std::string> got;
   for (const auto& g : gpu_specs()) {
     got.insert(g.id);
-    const Figure* figs[] = {&g.sm_count,   &g.boost_clock_mhz, &g.memory_bytes, &g.memory_bw,
-                            &g.l2_bytes,   &g.bf16_flops,      &g.fp8_flops,    &g.fp4_flops,
-                            &g.int8_ops,   &g.fp32_flops,      &g.nvlink_bw};
+    const Figure* figs[] = {&g.sm_count, &g.boost_clock_mhz, &g.memory_bytes, &g.memory_bw,
+                            &g.l2_bytes, &g.bf16_flops,      &g.fp8_flops,    &g.fp4_flops,
+                            &g.int8_ops, &g.fp32_flops,      &g.nvlink_bw};
     for (const Figure* f : figs) {
       EXPECT_FALSE(f->source.empty()) << g.id << ": every figure names its source";
       EXPECT_GE(f->value, 0) << g.id;
@@ -65,11 +66,16 @@ TEST(GpuSpec, CudaDeviceNamesMapToIds) {
     const char* id;
   };
   const Case cases[] = {
-      {"NVIDIA H100 80GB HBM3", "h100-sxm"},     {"NVIDIA H100 PCIe", "h100-pcie"},
-      {"NVIDIA H200", "h200"},                   {"NVIDIA H200 NVL", "h200"},
-      {"NVIDIA B200", "b200"},                   {"NVIDIA B300 SXM6 AC", "b300"},
-      {"NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"}, {"NVIDIA L40S", "l40s"},
-      {"NVIDIA L4", "l4"},                       {"NVIDIA GeForce RTX 4090", "rtx4090"},
+      {"NVIDIA H100 80GB HBM3", "h100-sxm"},
+      {"NVIDIA H100 PCIe", "h100-pcie"},
+      {"NVIDIA H200", "h200"},
+      {"NVIDIA H200 NVL", "h200"},
+      {"NVIDIA B200", "b200"},
+      {"NVIDIA B300 SXM6 AC", "b300"},
+      {"NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"},
+      {"NVIDIA L40S", "l40s"},
+      {"NVIDIA L4", "l4"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"},
       {"  nvidia h100 80gb hbm3\n", "h100-sxm"},
   };
   for (const auto& c : cases) {

@@ -1,3 +1,5 @@
+#include "hw/measured.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "core/status.h"
-#include "hw/measured.h"
 
 using namespace ceiling::hw;
 
@@ -95,7 +96,8 @@ TEST(Measured, BadFilesFailNamingTheField) {
 
 TEST(Measured, FindsFilesUnderCeilingDataDir) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("ceiling-measured-" + std::to_string(std::random_device{}()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("ceiling-measured-" + std::to_string(std::random_device{}()));
   fs::create_directories(dir / "ceilings");
   MeasuredCeilings m = sample();
   m.gpu_id = "rtx4090";

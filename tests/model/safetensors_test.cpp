@@ -140,6 +140,9 @@ TEST(Safetensors, FileLayerRules) {
   EXPECT_PARSE_ERROR(make_file("{", {}), "not valid JSON");
   EXPECT_PARSE_ERROR(make_file("{}x", {}), "not valid JSON");
   EXPECT_PARSE_ERROR(make_file("{}", Bytes(3)), "3 trailing bytes");
+  // Numbers past double range make nlohmann throw out_of_range, not parse_error (found by fuzzing).
+  EXPECT_PARSE_ERROR(make_file(R"({"a":{"dtype":"U8","shape":[1e999],"data_offsets":[0,1]}})", {}),
+                     "number out of range");
   // Valid multi-byte UTF-8 in a name is fine.
   EXPECT_NO_THROW(parse_safetensors(
       make_file("{\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\":{\"dtype\":\"U8\",\"shape\":[1],"
@@ -189,6 +192,41 @@ TEST(Safetensors, EntryRules) {
   const std::string msg = error_of(
       make_file("{\"a\\nb\":{\"dtype\":\"F17\",\"shape\":[],\"data_offsets\":[0,0]}}", {}));
   EXPECT_NE(msg.find("tensor 'a\\x0ab'"), std::string::npos) << msg;
+}
+
+TEST(SafetensorsIndex, Rules) {
+  auto error_of_index = [](const std::string& text) -> std::string {
+    try {
+      parse_safetensors_index(text, "i.json");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const SafetensorsIndex idx = parse_safetensors_index(
+      R"({"metadata": {"total_size": 12}, "weight_map": {"a": "s1", "b": "s2", "c": "s1"}})", "i");
+  EXPECT_EQ(idx.weight_map.size(), 3u);
+  EXPECT_EQ(idx.weight_map.at("c"), "s1");
+  EXPECT_EQ(idx.total_size, 12u);
+  const std::pair<const char*, const char*> cases[] = {
+      {"-4444444444444444444444444444e444444+4", "number out of range"},  // found by fuzzing
+      {"{", "not valid JSON"},
+      {"[]", "index must be a JSON object"},
+      {R"({"metadata": {}})", "'weight_map' is missing"},
+      {R"({"weight_map": {"a": 1}})", "must be a file name"},
+      {R"({"weight_map": {"a": ""}})", "not a plain file name"},
+      {R"({"weight_map": {"a": ".."}})", "not a plain file name"},
+      {R"({"weight_map": {"a": "sub/s1"}})", "not a plain file name"},
+      {R"({"weight_map": {"a": "sub\\s1"}})", "not a plain file name"},
+      {R"({"weight_map": {"a": "/abs"}})", "not a plain file name"},
+      {R"({"weight_map": {"a": "s\u0000"}})", "not a plain file name"},
+      {R"({"weight_map": {"a": "s1", "a": "s2"}})", "tensor 'a' is listed twice in weight_map"},
+      {R"({"weight_map": {}, "weight_map": {}})", "appears twice"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string msg = error_of_index(text);
+    EXPECT_NE(msg.find(want), std::string::npos) << text << " -> " << msg;
+  }
 }
 
 TEST(Safetensors, TilingRules) {

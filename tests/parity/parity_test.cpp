@@ -24,9 +24,10 @@
 namespace ceiling::engine {
 namespace {
 
-// Max |Δ logit| allowed: fp32 on both sides, different summation orders, 2 layers. Logits of
-// these models have magnitudes ~0.1–1; measured differences are ~1e-6 (see the report line).
-constexpr double kLogitTol = 1e-4;
+// Max |Δ logit| allowed: fp32 on both sides from the same bf16 weights, different summation
+// orders. Logits of these models are O(1) (|logit| up to ~5); the measured maximum differences
+// are 2.9e-6 .. 4.3e-6 (transformers 5.17, torch 2.11, CPU), printed by the test.
+constexpr double kLogitTol = 2e-5;
 
 const std::filesystem::path kGolden =
     std::filesystem::path(CEILING_SOURCE_DIR) / "tests/parity/golden";
@@ -70,7 +71,7 @@ TEST_P(Parity, CpuOpsMatchesTransformers) {
   ops.upload(m.config, m.weights);
   const int V = m.config.vocab_size;
   double worst = 0;
-  int prompt_index = 0;
+  int prompt_index = 0, greedy_same = 0, greedy_total = 0;
   for (const auto& p : g.at("prompts")) {
     SCOPED_TRACE("prompt " + std::to_string(prompt_index));
     const auto ids = p.at("ids").get<std::vector<int32_t>>();
@@ -119,6 +120,7 @@ TEST_P(Parity, CpuOpsMatchesTransformers) {
 
     // Greedy continuation through the generator (paged cache, decode steps).
     const auto want = p.at("greedy").get<std::vector<int32_t>>();
+    greedy_total += static_cast<int>(want.size());
     const auto gaps = p.at("greedy_gaps").get<std::vector<double>>();
     Generator gen(ops, GeneratorLimits{T + static_cast<int>(want.size()) + 1, 16, 64});
     GenerateOptions go;
@@ -127,27 +129,34 @@ TEST_P(Parity, CpuOpsMatchesTransformers) {
     const auto got = gen.generate(ids, go).tokens;
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      if (got[i] == want[i]) continue;
+      if (got[i] == want[i]) {
+        ++greedy_same;
+        continue;
+      }
       EXPECT_LE(gaps[i], 2 * kLogitTol)
           << "greedy token " << i << ": ceiling " << got[i] << ", transformers " << want[i];
       break;  // after a tie-induced divergence the sequences legitimately differ
     }
     ++prompt_index;
   }
-  std::printf("[ %s ] max |logit - transformers| = %.3g (tolerance %.0e; %s, transformers %s)\n",
-              preset.c_str(), worst, kLogitTol, g.value("device", "?").c_str(),
-              g.value("transformers", "?").c_str());
+  std::printf(
+      "[ %s ] max |logit - transformers| = %.3g (tolerance %.0e); greedy %d/%d tokens identical "
+      "(%s, transformers %s)\n",
+      preset.c_str(), worst, kLogitTol, greedy_same, greedy_total, g.value("device", "?").c_str(),
+      g.value("transformers", "?").c_str());
+}
+
+std::string preset_test_name(const ::testing::TestParamInfo<std::string>& param) {
+  std::string n = param.param;
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPresets, Parity,
                          ::testing::Values("tiny-llama", "tiny-mistral", "tiny-qwen2",
                                            "tiny-qwen3"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         preset_test_name);
 
 }  // namespace
 }  // namespace ceiling::engine

@@ -71,8 +71,8 @@ TEST(RooflineCli, TableCsvSweepAndLists) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);
   r = run("roofline --list-gpus");
   ASSERT_EQ(r.code, 0);
-  for (const char* id : {"h100-sxm", "h100-pcie", "h200", "b200", "b300", "a100-sxm-80gb", "l40s",
-                         "l4", "rtx4090"})
+  for (const char* id :
+       {"h100-sxm", "h100-pcie", "h200", "b200", "b300", "a100-sxm-80gb", "l40s", "l4", "rtx4090"})
     EXPECT_NE(r.out.find(id), std::string::npos) << id;
   r = run("roofline --list-models");
   ASSERT_EQ(r.code, 0);
@@ -94,7 +94,8 @@ TEST(RooflineCli, BadInputGetsOneLineErrors) {
   expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --weight-dtype int3", "int3");
   expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --sweep batch=1,x", "'x'");
   expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --sweep heads=1", "heads");
-  expect_error("roofline --model llama-3.1-8b --gpu l4 --ceilings measured", "data/ceilings/l4.json");
+  expect_error("roofline --model llama-3.1-8b --gpu l4 --ceilings measured",
+               "data/ceilings/l4.json");
   expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --format xml", "xml");
   expect_error("roofline --gpu h100-sxm", "--model");
   const std::string cfg = testing::TempDir() + "zero_heads_config.json";

@@ -1,5 +1,7 @@
 // The per-kernel model against hand-worked numbers (H100 SXM datasheet: 3.35e12 B/s,
 // 989.4e12 bf16 FLOP/s, 132 SMs; default layer-2 parameters from roofline/parameters.h).
+#include "roofline/kernel_cost.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,7 +11,6 @@
 
 #include "core/status.h"
 #include "hw/measured.h"
-#include "roofline/kernel_cost.h"
 #include "roofline/parameters.h"
 
 using namespace ceiling;
@@ -100,8 +101,8 @@ TEST(KernelCost, CollectivesUseNvlinkPerDirection) {
   EXPECT_EQ(p.roofline_limiter, Limiter::kCommunication);
   EXPECT_EQ(p.limiter, Limiter::kCommunication);
   const Layer2Defaults& d = layer2_defaults();
-  EXPECT_NEAR(p.time_predicted_s, 1e-3 / d.nvlink_efficiency + d.allreduce_latency_s + d.launch_graph_s,
-              1e-12);
+  EXPECT_NEAR(p.time_predicted_s,
+              1e-3 / d.nvlink_efficiency + d.allreduce_latency_s + d.launch_graph_s, 1e-12);
   EXPECT_THROW(predict(ceilings_for("l40s", false), k, DType::kF32), Error);  // no NVLink
 }
 

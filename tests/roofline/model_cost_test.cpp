@@ -1,5 +1,7 @@
 // The whole-model predictor against hand-worked numbers. Llama-3.1-8B: H = 4096, I = 14336,
 // L = 32, Hq = 32, Hkv = 8, D = 128, V = 128256, untied lm_head.
+#include "roofline/model_cost.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,14 +11,15 @@
 
 #include "core/status.h"
 #include "model/config.h"
-#include "roofline/model_cost.h"
 
 using namespace ceiling;
 using namespace ceiling::roofline;
 
 namespace {
 
-ModelConfig llama8b() { return *find_preset("llama-3.1-8b"); }
+ModelConfig llama8b() {
+  return *find_preset("llama-3.1-8b");
+}
 
 Scenario decode(int64_t batch, int64_t context) {
   Scenario s;
@@ -70,6 +73,7 @@ TEST(Llama8B, DecodeBatch1Context1024BytesFlopsTime) {
   // time; against the (longer) predicted time it is lower.
   const double util_roofline = 15.546e9 / (r.time_roofline_s * 989.4e12);
   EXPECT_NEAR(util_roofline, 0.0035, 0.0001);
+  EXPECT_NEAR(r.tensor_core_utilization_roofline, util_roofline, 1e-6);
   EXPECT_LT(r.tensor_core_utilization, util_roofline);
   EXPECT_GT(r.tensor_core_utilization, 0.6 * util_roofline);
   // Layer 2 is slower than layer 1 (achievable bandwidth 0.9, ~290 launches), but not wildly.
@@ -239,7 +243,8 @@ TEST(Ops, BadScenariosFailWithOneLine) {
 
 TEST(Ops, BadConfigFilesFailNamingTheField) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("roofline-cfg-" + std::to_string(std::random_device{}()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("roofline-cfg-" + std::to_string(std::random_device{}()));
   fs::create_directories(dir);
   auto write = [&](const std::string& text) {
     std::ofstream(dir / "config.json") << text;
@@ -259,4 +264,19 @@ TEST(Ops, BadConfigFilesFailNamingTheField) {
   EXPECT_NO_THROW(predict_step(ok, ceilings_for("l4", false), decode(2, 100)));
   EXPECT_THROW(resolve_model("no-such-model"), Error);
   fs::remove_all(dir);
+}
+
+TEST(Ops, EagerLaunchesCostMoreThanGraphsAtSmallBatch) {
+  // Llama-3.2-1B decode at batch 1: ~150 kernels of a few microseconds each; eager launches are
+  // bounded by the host launch rate (3.1 us per kernel), graphs by the per-node cost (0.8 us).
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  Scenario s = decode(1, 512);
+  const StepReport graphs = predict_step(*find_preset("llama-3.2-1b"), g, s);
+  s.cuda_graphs = false;
+  const StepReport eager = predict_step(*find_preset("llama-3.2-1b"), g, s);
+  EXPECT_EQ(graphs.launches, eager.launches);
+  EXPECT_GT(eager.time_predicted_s, graphs.time_predicted_s);
+  EXPECT_EQ(eager.time_roofline_s, graphs.time_roofline_s) << "layer 1 has no launches";
+  // The eager step can't be shorter than launches x 3.1 us.
+  EXPECT_GE(eager.time_predicted_s, eager.launches * g.launch_eager_s * (1 - 1e-12));
 }

@@ -1,10 +1,11 @@
 // The JSON contract (stable field names) and the other renderings.
+#include "roofline/report.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "model/config.h"
-#include "roofline/report.h"
 
 using namespace ceiling;
 using namespace ceiling::roofline;
@@ -31,8 +32,8 @@ TEST(Report, JsonContractFields) {
   ASSERT_TRUE(j["ops"].is_array());
   double flops = 0, bytes = 0, t1 = 0, t2 = 0;
   for (const auto& o : j["ops"]) {
-    for (const char* k : {"name", "flops", "bytes", "intensity", "limiter", "time_s_roofline",
-                          "time_s_predicted"})
+    for (const char* k :
+         {"name", "flops", "bytes", "intensity", "limiter", "time_s_roofline", "time_s_predicted"})
       EXPECT_TRUE(o.contains(k)) << k;
     const std::string lim = o["limiter"];
     EXPECT_TRUE(lim == "compute" || lim == "memory" || lim == "overhead" || lim == "communication");

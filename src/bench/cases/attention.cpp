@@ -162,8 +162,8 @@ class AttentionCase : public KernelCase {
     CEILING_CUDA_CHECK(cudaMemcpy(meta_qs_.p, qs_.data(), qs_.size() * 4, cudaMemcpyHostToDevice));
     CEILING_CUDA_CHECK(cudaMemcpy(meta_lens_.p, sp_.seq_lens.data(), sp_.seq_lens.size() * 4,
                                   cudaMemcpyHostToDevice));
-    CEILING_CUDA_CHECK(cudaMemcpy(meta_tables_.p, tables_.data(), tables_.size() * 4,
-                                  cudaMemcpyHostToDevice));
+    CEILING_CUDA_CHECK(
+        cudaMemcpy(meta_tables_.p, tables_.data(), tables_.size() * 4, cudaMemcpyHostToDevice));
     if (workspace_bytes() > 0) {
       workspace_.alloc(workspace_bytes());
       if (sp_.decode) cuda::init_decode_workspace(dplan_, workspace_.p, nullptr).throw_if_error();
@@ -174,16 +174,17 @@ class AttentionCase : public KernelCase {
 
   Status run(int set, cudaStream_t stream) override {
     Set& st = *sets_[set];
-    cuda::PagedKvDevice kv{st.k.p, st.v.p, num_blocks_, sp_.block_size, sp_.num_kv_heads,
-                           sp_.head_dim};
+    cuda::PagedKvDevice kv{st.k.p,         st.v.p,           num_blocks_,
+                           sp_.block_size, sp_.num_kv_heads, sp_.head_dim};
     const float scale = 1.0f / std::sqrt(static_cast<float>(sp_.head_dim));
     if (sp_.decode)
       return cuda::run_decode_attention(dplan_, st.q.p, kv, static_cast<int32_t*>(meta_lens_.p),
                                         static_cast<int32_t*>(meta_tables_.p), max_blocks_, scale,
                                         st.out.p, workspace_.p, stream);
-    cuda::AttnBatchDevice b{static_cast<int>(sp_.seq_lens.size()), T_,
-                            static_cast<int32_t*>(meta_qs_.p), static_cast<int32_t*>(meta_lens_.p),
-                            static_cast<int32_t*>(meta_tables_.p), max_blocks_};
+    cuda::AttnBatchDevice b{
+        static_cast<int>(sp_.seq_lens.size()), T_,
+        static_cast<int32_t*>(meta_qs_.p),     static_cast<int32_t*>(meta_lens_.p),
+        static_cast<int32_t*>(meta_tables_.p), max_blocks_};
     return cuda::run_prefill_attention(pplan_, st.q.p, kv, b, scale, st.out.p, workspace_.p,
                                        stream);
   }
@@ -209,9 +210,12 @@ class AttentionCase : public KernelCase {
   std::string kernel_name() const {
     if (sp_.decode) return "decode_split_kv";
     switch (pplan_.kernel) {
-      case cuda::PrefillKernel::kWgmma: return "wgmma";
-      case cuda::PrefillKernel::kWgmmaOverlap: return "wgmma_overlap";
-      default: return "mma_sync";
+      case cuda::PrefillKernel::kWgmma:
+        return "wgmma";
+      case cuda::PrefillKernel::kWgmmaOverlap:
+        return "wgmma_overlap";
+      default:
+        return "mma_sync";
     }
   }
   size_t q_elems() const { return static_cast<size_t>(T_) * sp_.num_q_heads * sp_.head_dim; }
@@ -225,21 +229,25 @@ class AttentionCase : public KernelCase {
   void plan() {
     const int S = static_cast<int>(sp_.seq_lens.size());
     if (sp_.decode) {
-      cuda::DecodeShape sh{S, sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size,
+      cuda::DecodeShape sh{S,
+                           sp_.num_q_heads,
+                           sp_.num_kv_heads,
+                           sp_.head_dim,
+                           sp_.block_size,
                            sp_.plan_max_seq_len > 0
                                ? sp_.plan_max_seq_len
                                : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end())};
       int sms = sp_.plan_num_sms, dev = 0;
-      if (sms <= 0 && (cudaGetDevice(&dev) != cudaSuccess ||
-                       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                           cudaSuccess)) {
+      if (sms <= 0 &&
+          (cudaGetDevice(&dev) != cudaSuccess ||
+           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
         cudaGetLastError();
         sms = 132;  // no device here: plan as for an H100/H200 (the case is not run)
       }
       cuda::plan_decode_attention(sh, sms, &dplan_).throw_if_error();
     } else {
-      cuda::PrefillShape sh{S, T_, sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim,
-                            sp_.block_size, sp_.kernel};
+      cuda::PrefillShape sh{
+          S, T_, sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size, sp_.kernel};
       cuda::plan_prefill_attention(sh, &pplan_).throw_if_error();
     }
   }
@@ -279,8 +287,8 @@ class AttentionCase : public KernelCase {
   // Reference for a sample of query tokens: each becomes a one-token sequence over a compact
   // float copy of its sequence's blocks, which cpu::attention evaluates as the same function.
   CheckResult compare(const std::vector<uint16_t>& out) const {
-    const int S = static_cast<int>(sp_.seq_lens.size()), Hq = sp_.num_q_heads,
-              D = sp_.head_dim, BS = sp_.block_size, Hkv = sp_.num_kv_heads;
+    const int S = static_cast<int>(sp_.seq_lens.size()), Hq = sp_.num_q_heads, D = sp_.head_dim,
+              BS = sp_.block_size, Hkv = sp_.num_kv_heads;
     CheckResult r;
     r.tolerance = kAttentionTolerance;
     std::vector<int> toks;  // query tokens checked
@@ -306,8 +314,7 @@ class AttentionCase : public KernelCase {
       }
     }
     const size_t tile = static_cast<size_t>(BS) * D;
-    std::vector<float> ck(static_cast<size_t>(std::max(n_compact, 1)) * Hkv * tile),
-        cv(ck.size());
+    std::vector<float> ck(static_cast<size_t>(std::max(n_compact, 1)) * Hkv * tile), cv(ck.size());
     int mb = 1;
     for (int s = 0; s < S; ++s) {
       if (compact[s] < 0) continue;
@@ -332,7 +339,8 @@ class AttentionCase : public KernelCase {
       blens[j] = sp_.seq_lens[s] - sp_.q_lens[s] + (t - qs_[s]) + 1;
       for (int b = 0; b < mb; ++b) btab[static_cast<size_t>(j) * mb + b] = compact[s] + b;
       for (int e = 0; e < Hq * D; ++e)
-        bq[static_cast<size_t>(j) * Hq * D + e] = bf16_to_f32(hq_[static_cast<size_t>(t) * Hq * D + e]);
+        bq[static_cast<size_t>(j) * Hq * D + e] =
+            bf16_to_f32(hq_[static_cast<size_t>(t) * Hq * D + e]);
     }
     cpu::PagedKv cache{ck.data(), cv.data(), std::max(n_compact, 1), BS, Hkv, D};
     cpu::AttnBatch batch{n, bqs.data(), blens.data(), btab.data(), mb};
@@ -395,9 +403,10 @@ std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec) {
 
 void register_attention_cases(CaseList& out) {
   // Decode targets: B=32 ctx 4096 (≥ 90% of read bandwidth) and B=1 ctx 32768 (≥ 80%), GQA 32/8.
-  for (int bs : {16, 64}) out.push_back(make_attention_case(uniform(true, 32, 1, 4096, 32, 8, 128, bs)));
+  for (int bs : {16, 64})
+    out.push_back(make_attention_case(uniform(true, 32, 1, 4096, 32, 8, 128, bs)));
   out.push_back(make_attention_case(uniform(true, 1, 1, 32768, 32, 8, 128, 16)));
-  for (int sms : {66, 264}) {  // split-count sensitivity: 16 and 66 splits instead of 33
+  for (int sms : {264, 528}) {  // split-count sensitivity: 33 and 66 splits instead of 16
     AttentionSpec s = uniform(true, 1, 1, 32768, 32, 8, 128, 16);
     s.plan_num_sms = sms;
     s.label = "plan_sms=" + std::to_string(sms);

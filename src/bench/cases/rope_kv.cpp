@@ -45,15 +45,18 @@ class RopeKvCase : public CaseBase {
     c.flops = 3.0 * (q + k);  // 6 per rotated pair
     return c;
   }
-  size_t set_bytes() const override { return bf16_bytes(double(sh_.T) * row_) + 8 * size_t(sh_.T); }
+  size_t set_bytes() const override {
+    const double cache = 2.0 * sh_.num_blocks * sh_.Hkv * sh_.block_size * sh_.D;
+    return bf16_bytes(double(sh_.T) * row_ + cache) + 8 * size_t(sh_.T);
+  }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
     qkv_ = Pool<bf16>(size_t(sh_.T) * row_, copies);
     pos_ = Pool<int32_t>(sh_.T, copies);
     slots_ = Pool<int32_t>(sh_.T, copies);
     const size_t cache = size_t(sh_.num_blocks) * sh_.Hkv * sh_.block_size * sh_.D;
-    kc_ = Pool<bf16>(cache, 1);
-    vc_ = Pool<bf16>(cache, 1);
+    kc_ = Pool<bf16>(cache, copies);  // per set: cache writes land in cold memory too
+    vc_ = Pool<bf16>(cache, copies);
     freq_ = Pool<float>(inv_freq_.size(), 1);
     norm_ = Pool<bf16>(2 * size_t(sh_.D), 1);
     to_device(freq_.at(0), inv_freq_, s);
@@ -78,8 +81,8 @@ class RopeKvCase : public CaseBase {
     a.positions = pos_.at(set);
     a.slot_mapping = slots_.at(set);
     a.inv_freq = freq_.at(0);
-    a.k_cache = kc_.at(0);
-    a.v_cache = vc_.at(0);
+    a.k_cache = kc_.at(set);
+    a.v_cache = vc_.at(set);
     a.num_blocks = sh_.num_blocks;
     a.block_size = sh_.block_size;
     if (sh_.qk_norm) {

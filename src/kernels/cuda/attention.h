@@ -40,10 +40,10 @@ struct PagedKvDevice {
 // Device copies of cpu::AttnBatch plus the host-known token count.
 struct AttnBatchDevice {
   int num_seqs = 0;
-  int num_tokens = 0;                      // T = query_start[S], known on the host
-  const int32_t* query_start = nullptr;    // [S+1]
-  const int32_t* seq_lens = nullptr;       // [S]
-  const int32_t* block_tables = nullptr;   // [S, max_blocks]
+  int num_tokens = 0;                     // T = query_start[S], known on the host
+  const int32_t* query_start = nullptr;   // [S+1]
+  const int32_t* seq_lens = nullptr;      // [S]
+  const int32_t* block_tables = nullptr;  // [S, max_blocks]
   int max_blocks = 0;
 };
 
@@ -55,7 +55,7 @@ struct DecodeShape {
   int num_kv_heads = 0;  // Hkv
   int head_dim = 0;      // D
   int block_size = 0;
-  int max_seq_len = 0;   // upper bound of seq_lens[s] the plan is sized for
+  int max_seq_len = 0;  // upper bound of seq_lens[s] the plan is sized for
 };
 
 struct DecodePlan {
@@ -76,9 +76,9 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
 // zeroed again, so reuse across runs, graphs and plans of the same size needs no further call.
 Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream);
 
-// q, out [S, Hq, D] bf16; seq_lens [S] (≥ 1, ≤ plan.max_seq_len for the planned speed; longer
-// sequences are still correct, the last split takes the rest); block_tables [S, max_blocks];
-// workspace: device buffer of plan.workspace_bytes (may be null when that is 0).
+// q, out [S, Hq, D] bf16; seq_lens [S] (≥ 1; a 0 gives zeros; ≤ plan.max_seq_len for the planned
+// speed; longer ones are still correct, the last split takes the rest); block_tables [S,
+// max_blocks]; workspace: device buffer of plan.workspace_bytes (may be null when that is 0).
 Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
                             const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
                             float scale, void* out, void* workspace, cudaStream_t stream);
@@ -86,10 +86,11 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
 // ---- prefill ----------------------------------------------------------------------------------
 
 enum class PrefillKernel {
-  kAuto,     // the fastest built for the device
-  kMmaSync,  // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
-  kWgmma,    // FlashAttention-3 style: sm_90a warpgroup MMA (when built)
-  kWgmmaOverlap,  // kWgmma plus intra-warpgroup overlap of QK^T with the softmax (experimental)
+  kAuto,          // the fastest built for the device
+  kMmaSync,       // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
+  kWgmma,         // FlashAttention-3 style: sm_90a warpgroup MMA (when built)
+  kWgmmaOverlap,  // + intra-warpgroup overlap of QK^T and softmax: experimental, slower as built
+                  // (ptxas serializes it; bench/attention_notes.md)
 };
 
 struct PrefillShape {
@@ -105,8 +106,8 @@ struct PrefillShape {
 struct PrefillPlan {
   PrefillShape shape;
   PrefillKernel kernel = PrefillKernel::kMmaSync;  // resolved
-  int block_m = 0;      // query rows per CTA
-  int tile_slots = 0;   // CTAs per head: ≥ Σ_s ceil(q_len_s / block_m) for any split of T into S
+  int block_m = 0;                                 // query rows per CTA
+  int tile_slots = 0;  // CTAs per head: ≥ Σ_s ceil(q_len_s / block_m) for any split of T into S
   size_t workspace_bytes = 0;
 };
 
@@ -115,7 +116,7 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan);
 // q, out [T, Hq, D] bf16. Causal within each sequence; a sequence may have a prefix in the cache
 // (seq_len > q_len). Works for any q_len ≥ 0, including decode-like q_len = 1.
 Status run_prefill_attention(const PrefillPlan& plan, const void* q, const PagedKvDevice& kv,
-                             const AttnBatchDevice& batch, float scale, void* out,
-                             void* workspace, cudaStream_t stream);
+                             const AttnBatchDevice& batch, float scale, void* out, void* workspace,
+                             cudaStream_t stream);
 
 }  // namespace ceiling::cuda

@@ -15,7 +15,9 @@
 
 namespace ceiling::cuda::attn {
 
-__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ constexpr int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
 
 // Byte offset of (row, 16-byte chunk) in a swizzled tile with D bf16 per row.
 template <int D>
@@ -93,20 +95,28 @@ template <typename F>
 Status dispatch_head_block(int head_dim, int block_size, F&& f) {
   auto by_block = [&]<int D>() -> Status {
     switch (block_size) {
-      case 16: return f.template operator()<D, 16>();
-      case 32: return f.template operator()<D, 32>();
-      case 64: return f.template operator()<D, 64>();
-      case 128: return f.template operator()<D, 128>();
-      case 256: return f.template operator()<D, 256>();
+      case 16:
+        return f.template operator()<D, 16>();
+      case 32:
+        return f.template operator()<D, 32>();
+      case 64:
+        return f.template operator()<D, 64>();
+      case 128:
+        return f.template operator()<D, 128>();
+      case 256:
+        return f.template operator()<D, 256>();
       default:
         return Status::error("attention: block_size {} not built (16, 32, 64, 128, 256)",
                              block_size);
     }
   };
   switch (head_dim) {
-    case 64: return by_block.template operator()<64>();
-    case 128: return by_block.template operator()<128>();
-    default: return Status::error("attention: head_dim {} not built (64, 128)", head_dim);
+    case 64:
+      return by_block.template operator()<64>();
+    case 128:
+      return by_block.template operator()<128>();
+    default:
+      return Status::error("attention: head_dim {} not built (64, 128)", head_dim);
   }
 }
 

@@ -26,21 +26,25 @@ namespace {
 using namespace attn;
 
 constexpr int kWarps = 4;
-constexpr int kTile = 16;    // tokens per warp tile
-constexpr int kStages = 3;   // cp.async stages per warp
-constexpr int kCtasPerSm = 2;
+constexpr int kTile = 16;   // tokens per warp tile
+constexpr int kStages = 3;  // cp.async stages per warp
+// CTA slots the split heuristic fills: one per SM. Two fit (96 KB of shared memory each), but
+// measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
+// (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
+// and fewer splits mean a shorter merge.
+constexpr int kSplitSlotsPerSm = 1;
 constexpr int kMinSplitTokens = 256;
 
 struct DecodeParams {
-  const __nv_bfloat16* q;    // [S, Hq, D]
-  const __nv_bfloat16* k;    // [num_blocks, Hkv, BS, D]
+  const __nv_bfloat16* q;  // [S, Hq, D]
+  const __nv_bfloat16* k;  // [num_blocks, Hkv, BS, D]
   const __nv_bfloat16* v;
-  __nv_bfloat16* out;        // [S, Hq, D]
-  const int32_t* seq_lens;   // [S]
+  __nv_bfloat16* out;           // [S, Hq, D]
+  const int32_t* seq_lens;      // [S]
   const int32_t* block_tables;  // [S, max_blocks]
-  float* part_o;             // [S, Hq, max_splits, D]
-  float* part_lse;           // [S, Hq, max_splits]
-  int* counters;             // [S, Hkv × q_chunks] splits finished; zero between runs
+  float* part_o;                // [S, Hq, max_splits, D]
+  float* part_lse;              // [S, Hq, max_splits]
+  int* counters;                // [S, Hkv × q_chunks] splits finished; zero between runs
   int max_blocks, num_blocks, hq, hkv, group, q_chunks, partition, max_splits;
   float scale_log2;
 };
@@ -59,7 +63,7 @@ __device__ __forceinline__ int num_splits_for(int len, int partition, int max_sp
 template <int D, int BS>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
-  constexpr int kChunks = D / 8;           // 16-byte chunks per row
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kTileBytes = kTile * D * 2;
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -109,7 +113,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     const int ts = t0 + (warp + i * kWarps) * kTile;
     const int page = table[ts / BS];
     const bool page_ok = page >= 0 && page < p.num_blocks;
-    const int64_t base = ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D;
+    const int64_t base =
+        ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D;
     const uint32_t ks = smem_addr(wsm + stage * 2 * kTileBytes), vs = ks + kTileBytes;
 #pragma unroll
     for (int j = 0; j < kTile * kChunks / 32; ++j) {
@@ -156,7 +161,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
         const int tok = ts + nt * 8 + 2 * t + (e & 1);
         const float x = tok < t1 ? sc[nt][e] * p.scale_log2 : -INFINITY;
         sc[nt][e] = x;
-        if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+        if (e < 2)
+          mx0 = fmaxf(mx0, x);
+        else
+          mx1 = fmaxf(mx1, x);
       }
     // Column 0 of every tile is a real token, so the row maxima are finite.
     const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
@@ -317,7 +325,7 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   // Split the context only when (sequence, KV head) pairs leave most CTA slots idle; keep each
   // split at least kMinSplitTokens long so the merge stays cheap.
   const int64_t work = static_cast<int64_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks;
-  const int64_t slots = static_cast<int64_t>(num_sms) * kCtasPerSm;
+  const int64_t slots = static_cast<int64_t>(num_sms) * kSplitSlotsPerSm;
   // Whole waves: work × splits ≤ slots, so no second, partial wave of CTAs.
   int splits = 1;
   if (work * 5 < slots * 4) {
@@ -338,8 +346,8 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
 
 Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream) {
   if (plan.workspace_bytes == 0) return Status::ok_status();
-  if (!workspace) return Status::error("decode attention: workspace of {} bytes is null",
-                                       plan.workspace_bytes);
+  if (!workspace)
+    return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
   CEILING_CUDA_RETURN(cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream));
   return Status::ok_status();
 }
@@ -380,9 +388,10 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.part_lse = p.part_o ? p.part_o + static_cast<size_t>(sh.num_seqs) * sh.num_q_heads *
                                          plan.max_splits * sh.head_dim
                         : nullptr;
-  p.counters = p.part_lse ? reinterpret_cast<int*>(p.part_lse + static_cast<size_t>(sh.num_seqs) *
-                                                                     sh.num_q_heads * plan.max_splits)
-                          : nullptr;
+  p.counters = p.part_lse
+                   ? reinterpret_cast<int*>(p.part_lse + static_cast<size_t>(sh.num_seqs) *
+                                                             sh.num_q_heads * plan.max_splits)
+                   : nullptr;
   p.max_blocks = max_blocks;
   p.num_blocks = kv.num_blocks;
   p.hq = sh.num_q_heads;

@@ -125,7 +125,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
           if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
         }
         sc[nt][e] = x;
-        if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+        if (e < 2)
+          mx0 = fmaxf(mx0, x);
+        else
+          mx1 = fmaxf(mx1, x);
       }
     const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
     // A row with no visible key yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
@@ -150,15 +153,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
 
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt) {
-      const uint32_t pa[4] = {
-          pack_bf16(sc[2 * kt][0], sc[2 * kt][1]), pack_bf16(sc[2 * kt][2], sc[2 * kt][3]),
-          pack_bf16(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
-          pack_bf16(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+      const uint32_t pa[4] = {pack_bf16(sc[2 * kt][0], sc[2 * kt][1]),
+                              pack_bf16(sc[2 * kt][2], sc[2 * kt][3]),
+                              pack_bf16(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
+                              pack_bf16(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
-        ldmatrix_x4_trans(vs + swz<D>(kt * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16),
-                          b);
+        ldmatrix_x4_trans(
+            vs + swz<D>(kt * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
         mma_16816(o[2 * dp], pa, b[0], b[1]);
         mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
       }
@@ -186,7 +189,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
     const int c = lane + 32 * j, r = c / kChunks, ch = c % kChunks;
     const int i = tile.i0 + warp * 16 + r;
     if (i < tile.q_len)
-      *reinterpret_cast<uint4*>(p.out + (static_cast<int64_t>(tile.q0 + i) * p.hq + h) * D + ch * 8) =
+      *reinterpret_cast<uint4*>(p.out + (static_cast<int64_t>(tile.q0 + i) * p.hq + h) * D +
+                                ch * 8) =
           *reinterpret_cast<const uint4*>(sq_ptr + swz<D>(warp * 16 + r, ch));
   }
 }
@@ -209,8 +213,8 @@ Status run_mma(const PrefillPlan& plan, const PrefillParams& p, cudaStream_t str
 Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   const PrefillShape& sh = shape;
   if (sh.num_seqs < 1 || sh.num_tokens < 0)
-    return Status::error("prefill attention: num_seqs {} / num_tokens {} out of range",
-                         sh.num_seqs, sh.num_tokens);
+    return Status::error("prefill attention: num_seqs {} / num_tokens {} out of range", sh.num_seqs,
+                         sh.num_tokens);
   if (sh.num_kv_heads < 1 || sh.num_q_heads < 1 || sh.num_q_heads % sh.num_kv_heads != 0)
     return Status::error("prefill attention: num_q_heads {} is not a multiple of num_kv_heads {}",
                          sh.num_q_heads, sh.num_kv_heads);
@@ -222,10 +226,10 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   if (pl.kernel == PrefillKernel::kAuto)
     pl.kernel = sm90::prefill_wgmma_available(sh.head_dim) ? PrefillKernel::kWgmma
                                                            : PrefillKernel::kMmaSync;
-  const bool wgmma = pl.kernel == PrefillKernel::kWgmma || pl.kernel == PrefillKernel::kWgmmaOverlap;
+  const bool wgmma =
+      pl.kernel == PrefillKernel::kWgmma || pl.kernel == PrefillKernel::kWgmmaOverlap;
   if (wgmma && !sm90::prefill_wgmma_available(sh.head_dim))
-    return Status::error("prefill attention: wgmma kernel not built for head_dim {}",
-                         sh.head_dim);
+    return Status::error("prefill attention: wgmma kernel not built for head_dim {}", sh.head_dim);
   pl.block_m = wgmma ? sm90::kPrefillBlockM : kBM;
   // Σ_s ceil(q_len_s / BM) ≤ ceil(T / BM) + S - 1 for any split of T tokens into S sequences.
   pl.tile_slots = ceil_div(sh.num_tokens, pl.block_m) + sh.num_seqs;
@@ -245,8 +249,7 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
     return Status::error(
         "prefill attention: cache (head_dim {}, block_size {}, kv heads {}) differs from the "
         "plan ({}, {}, {})",
-        kv.head_dim, kv.block_size, kv.num_kv_heads, sh.head_dim, sh.block_size,
-        sh.num_kv_heads);
+        kv.head_dim, kv.block_size, kv.num_kv_heads, sh.head_dim, sh.block_size, sh.num_kv_heads);
   if (batch.num_seqs != sh.num_seqs || batch.num_tokens != sh.num_tokens)
     return Status::error("prefill attention: batch (S {}, T {}) differs from the plan (S {}, T {})",
                          batch.num_seqs, batch.num_tokens, sh.num_seqs, sh.num_tokens);
@@ -273,8 +276,8 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   p.group = sh.num_q_heads / sh.num_kv_heads;
   p.scale_log2 = scale * kLog2e;
   if (plan.kernel == PrefillKernel::kWgmma)
-    return sm90::run_prefill_wgmma(p, sh.head_dim, sh.block_size, sh.num_q_heads,
-                                   plan.tile_slots, stream);
+    return sm90::run_prefill_wgmma(p, sh.head_dim, sh.block_size, sh.num_q_heads, plan.tile_slots,
+                                   stream);
   if (plan.kernel == PrefillKernel::kWgmmaOverlap)
     return sm90::run_prefill_wgmma_overlap(p, sh.head_dim, sh.block_size, sh.num_q_heads,
                                            plan.tile_slots, stream);

@@ -11,8 +11,8 @@
 namespace ceiling::cuda::attn {
 
 struct PrefillParams {
-  const __nv_bfloat16* q;       // [T, Hq, D]
-  const __nv_bfloat16* k;       // [num_blocks, Hkv, BS, D]
+  const __nv_bfloat16* q;  // [T, Hq, D]
+  const __nv_bfloat16* k;  // [num_blocks, Hkv, BS, D]
   const __nv_bfloat16* v;
   __nv_bfloat16* out;           // [T, Hq, D]
   const int32_t* query_start;   // [S+1]
@@ -25,7 +25,7 @@ struct PrefillParams {
 // One query tile of one sequence: rows [i0, i0 + BM) of its q_len new tokens.
 struct QTile {
   int seq = -1;
-  int q0 = 0;      // first token of the sequence in q / out
+  int q0 = 0;  // first token of the sequence in q / out
   int q_len = 0;
   int len = 0;     // seq_len (context incl. the new tokens)
   int i0 = 0;      // first row of the tile within the sequence
@@ -44,7 +44,8 @@ __device__ QTile find_tile(const PrefillParams& p, int slot) {
   int base = 0;
   for (int c = 0; c < p.num_seqs; c += 32) {
     const int s = c + lane;
-    const int nt = s < p.num_seqs ? ceil_div(max(p.query_start[s + 1] - p.query_start[s], 0), BM) : 0;
+    const int nt =
+        s < p.num_seqs ? ceil_div(max(p.query_start[s + 1] - p.query_start[s], 0), BM) : 0;
     int inc = nt;
 #pragma unroll
     for (int off = 1; off < 32; off *= 2) {

@@ -123,7 +123,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
           if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
         }
         s[4 * j + e] = x;
-        if (e < 2) mx0 = fmaxf(mx0, x); else mx1 = fmaxf(mx1, x);
+        if (e < 2)
+          mx0 = fmaxf(mx0, x);
+        else
+          mx1 = fmaxf(mx1, x);
       }
     const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
     const float r0 = mn0 == -INFINITY ? 0.0f : mn0, r1 = mn1 == -INFINITY ? 0.0f : mn1;
@@ -159,8 +162,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt) {
       const uint64_t dv = desc(vs + kt * 16 * 128, kBN * 128, 1024);
-      if constexpr (D == 128) wgmma_rs_n128_tb(o, pa[kt], dv, 1);
-      else wgmma_rs_n64_tb(o, pa[kt], dv, 1);
+      if constexpr (D == 128)
+        wgmma_rs_n128_tb(o, pa[kt], dv, 1);
+      else
+        wgmma_rs_n64_tb(o, pa[kt], dv, 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -176,7 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     if (row0 < tile.q_len)
-      *reinterpret_cast<uint32_t*>(out0 + 8 * j + 2 * t) = pack_bf16(o[4 * j] * i0, o[4 * j + 1] * i0);
+      *reinterpret_cast<uint32_t*>(out0 + 8 * j + 2 * t) =
+          pack_bf16(o[4 * j] * i0, o[4 * j + 1] * i0);
     if (row1 < tile.q_len)
       *reinterpret_cast<uint32_t*>(out1 + 8 * j + 2 * t) =
           pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);

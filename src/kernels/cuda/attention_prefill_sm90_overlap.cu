@@ -134,7 +134,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_overlap_kernel(const Pref
           const int col = n * kBN + 8 * j + 2 * t + (e & 1);
           if (col > (e < 2 ? lim0 : lim1)) sc[4 * j + e] = -INFINITY;
         }
-        if (e < 2) mx0 = fmaxf(mx0, sc[4 * j + e]); else mx1 = fmaxf(mx1, sc[4 * j + e]);
+        if (e < 2)
+          mx0 = fmaxf(mx0, sc[4 * j + e]);
+        else
+          mx1 = fmaxf(mx1, sc[4 * j + e]);
       }
     const float mn0 = fmaxf(m0, quad_max(mx0) * p.scale_log2),
                 mn1 = fmaxf(m1, quad_max(mx1) * p.scale_log2);
@@ -164,7 +167,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_overlap_kernel(const Pref
     }
 
     // P·V of tile it-1 must be done before O is rescaled (S of tile it+1 may still run).
-    if (has_next) wgmma_wait<1>(); else wgmma_wait<0>();
+    if (has_next)
+      wgmma_wait<1>();
+    else
+      wgmma_wait<0>();
     fence_regs(o);
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -175,8 +181,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_overlap_kernel(const Pref
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt) {
       const uint64_t dv = desc(vs + kt * 16 * 128, kBN * 128, 1024);
-      if constexpr (D == 128) wgmma_rs_n128_tb(o, pa[kt], dv, 1);
-      else wgmma_rs_n64_tb(o, pa[kt], dv, 1);
+      if constexpr (D == 128)
+        wgmma_rs_n128_tb(o, pa[kt], dv, 1);
+      else
+        wgmma_rs_n64_tb(o, pa[kt], dv, 1);
     }
     wgmma_commit();
     if (has_next) {

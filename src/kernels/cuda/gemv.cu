@@ -18,7 +18,7 @@ __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
 // CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
 // owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
 template <int kMaxM, int kRows, int kUnroll, typename OutT>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__ x,
+__global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const bf16* __restrict__ x,
                                                         const bf16* __restrict__ w,
                                                         const bf16* __restrict__ bias,
                                                         OutT* __restrict__ out, int M, int N,

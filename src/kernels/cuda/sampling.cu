@@ -85,6 +85,7 @@ __device__ int first_crossing(int V, float thr, F value, Shared& sh) {
   sum = detail::warp_sum(sum);
   __syncthreads();
   if (lane == 0) sh.scratch[warp] = sum;
+  if (threadIdx.x == 0) sh.bi[1] = -1;
   __syncthreads();
   if (warp == 0) {
     const float own = sh.scratch[lane];
@@ -109,7 +110,7 @@ __device__ int first_crossing(int V, float thr, F value, Shared& sh) {
     const float incl = base + warp_incl_scan(own, lane);
     const unsigned hit = __ballot_sync(0xffffffffu, incl > thr);
     const unsigned nonzero = __ballot_sync(0xffffffffu, own > 0.0f);
-    const int L = hit ? __ffs(hit) - 1 : 31 - __clz(nonzero);
+    const int L = hit ? __ffs(hit) - 1 : (nonzero ? 31 - __clz(nonzero) : -1);
     if (lane == L) {
       float run = incl - own;
       int found = -1, last = -1;

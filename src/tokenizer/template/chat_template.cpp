@@ -20,6 +20,21 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// Errors are one line: newlines from template text or values are shown escaped.
+std::string one_line(std::string_view msg) {
+  std::string out;
+  for (char c : msg) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // transformers' get_chat_template: `tool_use` when tools are given and it exists, else `default`.
 std::string pick(const std::map<std::string, std::string>& named, bool has_tools,
                  const std::string& where) {
@@ -57,7 +72,7 @@ ChatTemplate::ChatTemplate(std::string source, ChatTemplateLimits limits)
   try {
     program_ = jinja::parse(source_, limits_.max_depth);
   } catch (const Error& e) {
-    fail("chat template: {}", e.what());
+    fail("chat template: {}", one_line(e.what()));
   }
 }
 
@@ -132,7 +147,7 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
   } catch (const ChatTemplateRaised&) {
     throw;
   } catch (const Error& e) {
-    fail("chat template: {}", e.what());
+    fail("chat template: {}", one_line(e.what()));
   }
 }
 

@@ -66,7 +66,7 @@ std::string convert(const Spec& sp, const Value& v, Budget& b) {
       if (v.is_string() && utf8_length(v.as_string()) == 1) {
         s = v.as_string();
       } else if (v.kind() == Value::Kind::kInt && v.as_int() >= 0 && v.as_int() <= 0x10FFFF) {
-        utf8_append(s, static_cast<char32_t>(v.as_int()));
+        utf8_append(s, scalar_or_replacement(static_cast<uint32_t>(v.as_int())));
       } else {
         fail("%c requires an int or a unicode character, not {}", type_name(v));
       }

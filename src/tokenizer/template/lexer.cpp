@@ -233,8 +233,24 @@ class Lexer {
 
   size_t token(size_t i, std::string& brackets) {
     const char c = s_[i];
-    if (is_digit(c)) return number(i);
-    if (c == '\'' || c == '"') return string(i);
+    try {
+      if (is_digit(c)) {
+        Token t;
+        const size_t end = scan_number(s_, i, t);
+        Token& pushed = push(t.type, std::move(t.text), i);
+        pushed.ival = t.ival;
+        pushed.fval = t.fval;
+        return end;
+      }
+      if (c == '\'' || c == '"') {
+        std::string value;
+        const size_t end = scan_string(s_, i, value);
+        push(Tok::kString, std::move(value), i);
+        return end;
+      }
+    } catch (const LexError& e) {
+      error(e.at, e.msg);
+    }
     if (is_name_char(c)) {
       size_t j = i;
       while (j < s_.size() && is_name_char(s_[j])) ++j;
@@ -262,165 +278,6 @@ class Lexer {
     }
     push(Tok::kOp, std::string(1, c), i);
     return i + 1;
-  }
-
-  size_t digits(size_t i, bool (*ok)(char)) const {  // (\d+_)*\d+ style runs
-    size_t j = i;
-    while (j < s_.size() &&
-           (ok(s_[j]) || (s_[j] == '_' && j > i && j + 1 < s_.size() && ok(s_[j + 1]))))
-      ++j;
-    return j;
-  }
-
-  size_t number(size_t i) {
-    auto dec = [](char ch) { return is_digit(ch); };
-    size_t j = digits(i, dec);
-    size_t k = j;
-    bool is_float = false;
-    if (i == 0 || s_[i - 1] != '.') {  // a float never follows a '.'
-      if (k + 1 < s_.size() && s_[k] == '.' && is_digit(s_[k + 1]))
-        k = digits(k + 1, dec), is_float = true;
-      if (k < s_.size() && (s_[k] == 'e' || s_[k] == 'E')) {
-        size_t e = k + 1;
-        if (e < s_.size() && (s_[e] == '+' || s_[e] == '-')) ++e;
-        if (e < s_.size() && is_digit(s_[e])) k = digits(e, dec), is_float = true;
-      }
-    }
-    if (is_float) {
-      std::string lit;
-      for (size_t p = i; p < k; ++p)
-        if (s_[p] != '_') lit += s_[p];
-      Token& t = push(Tok::kFloat, lit, i);
-      std::from_chars(lit.data(), lit.data() + lit.size(), t.fval);
-      return k;
-    }
-    int base = 10;
-    size_t start = i;
-    if (s_[i] == '0' && i + 1 < s_.size() && std::strchr("bBoOxX", s_[i + 1]) && s_[i + 1] != 0) {
-      const char b = static_cast<char>(s_[i + 1] | 0x20);
-      base = b == 'b' ? 2 : b == 'o' ? 8 : 16;
-      start = i + 2;
-      j = start;
-      auto ok = [&](char ch) {
-        const int v = is_digit(ch)                               ? ch - '0'
-                      : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10
-                                                                 : 99;
-        return v < base;
-      };
-      while (j < s_.size() && (ok(s_[j]) || (s_[j] == '_' && j + 1 < s_.size() && ok(s_[j + 1]))))
-        ++j;
-      if (j == start) error(i, "invalid integer literal");
-    } else if (s_[i] == '0') {
-      j = i + 1;  // "0(_?0)*": a leading zero ends the literal unless more zeros follow
-      while (j < s_.size() &&
-             (s_[j] == '0' || (s_[j] == '_' && j + 1 < s_.size() && s_[j + 1] == '0')))
-        ++j;
-    }
-    std::string lit;
-    for (size_t p = start; p < j; ++p)
-      if (s_[p] != '_') lit += s_[p];
-    Token& t = push(Tok::kInt, s_.substr(i, j - i), i);
-    const auto r = std::from_chars(lit.data(), lit.data() + lit.size(), t.ival, base);
-    if (r.ec != std::errc()) error(i, "integer literal out of range");
-    return j;
-  }
-
-  size_t string(size_t i) {
-    const char q = s_[i];
-    std::string v;
-    size_t j = i + 1;
-    for (; j < s_.size() && s_[j] != q; ++j) {
-      if (s_[j] != '\\') {
-        v += s_[j];
-        continue;
-      }
-      if (++j >= s_.size()) break;
-      j = escape(j, v);
-    }
-    if (j >= s_.size()) error(i, "unterminated string literal");
-    push(Tok::kString, std::move(v), i);
-    return j + 1;
-  }
-
-  // Python "unicode-escape" of the character(s) after a backslash at j-1; returns the last
-  // consumed index.
-  size_t escape(size_t j, std::string& v) {
-    const char c = s_[j];
-    auto hex = [&](size_t n, const char* what) {
-      uint32_t cp = 0;
-      for (size_t k = 1; k <= n; ++k) {
-        const char h = j + k < s_.size() ? s_[j + k] : 0;
-        const int d = is_digit(h)                              ? h - '0'
-                      : (h | 0x20) >= 'a' && (h | 0x20) <= 'f' ? (h | 0x20) - 'a' + 10
-                                                               : -1;
-        if (d < 0) error(j - 1, fmt::format("truncated {} escape", what));
-        cp = cp * 16 + static_cast<uint32_t>(d);
-      }
-      if (cp > 0x10FFFF) error(j - 1, "illegal Unicode character");
-      utf8_append(v, cp);
-      return j + n;
-    };
-    switch (c) {
-      case '\n':
-        return j;
-      case '\\':
-      case '\'':
-      case '"':
-        v += c;
-        return j;
-      case 'a':
-        v += '\a';
-        return j;
-      case 'b':
-        v += '\b';
-        return j;
-      case 'f':
-        v += '\f';
-        return j;
-      case 'n':
-        v += '\n';
-        return j;
-      case 'r':
-        v += '\r';
-        return j;
-      case 't':
-        v += '\t';
-        return j;
-      case 'v':
-        v += '\v';
-        return j;
-      case 'x':
-        return hex(2, "\\xXX");
-      case 'u':
-        return hex(4, "\\uXXXX");
-      case 'U':
-        return hex(8, "\\UXXXXXXXX");
-      case 'N':
-        error(j - 1, "\\N{...} escapes are not supported");
-      default:
-        break;
-    }
-    if (c >= '0' && c <= '7') {
-      uint32_t cp = 0;
-      size_t k = j;
-      for (; k < j + 3 && k < s_.size() && s_[k] >= '0' && s_[k] <= '7'; ++k)
-        cp = cp * 8 + static_cast<uint32_t>(s_[k] - '0');
-      utf8_append(v, cp);
-      return k - 1;
-    }
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      // Jinja backslash-replaces non-ASCII text before unescaping: "\é" reads as "\\xe9".
-      const auto lead = static_cast<unsigned char>(c);
-      const size_t n = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-      const auto cp = static_cast<uint32_t>(utf8_decode(std::string_view(s_).substr(j, n))[0]);
-      v += cp <= 0xFF     ? fmt::format("\\x{:02x}", cp)
-           : cp <= 0xFFFF ? fmt::format("\\u{:04x}", cp)
-                          : fmt::format("\\U{:08x}", cp);
-      return j + n - 1;
-    }
-    v += '\\';
-    v += c;
-    return j;
   }
 
   std::string s_;

@@ -35,4 +35,13 @@ struct Token {
 
 std::vector<Token> tokenize(std::string_view source);
 
+// Literal scanners used by the lexer (lexer_literals.cpp). Both start at s[i] (a digit or a
+// quote) and return the index just past the literal; they throw LexError on bad input.
+struct LexError {
+  size_t at;
+  std::string msg;
+};
+size_t scan_number(std::string_view s, size_t i, Token& t);        // sets type, text, ival/fval
+size_t scan_string(std::string_view s, size_t i, std::string& v);  // appends the unescaped value
+
 }  // namespace ceiling::jinja

@@ -229,6 +229,14 @@ Value str_method(Renderer& r, const std::string& name, const Value& self, const 
                        true);
   }
   if (name == "format") return str_format(r, self, a);
+  if (name == "removeprefix" || name == "removesuffix") {
+    ArgReader args(a, name, {"affix"});
+    const std::string& x = str_arg(args.require(0), name);
+    const bool prefix = name == "removeprefix";
+    if (s.size() >= x.size() && s.compare(prefix ? 0 : s.size() - x.size(), x.size(), x) == 0)
+      return Value::string(prefix ? s.substr(x.size()) : s.substr(0, s.size() - x.size()));
+    return self;
+  }
   fail("str.{} is not supported", name);
 }
 
@@ -277,11 +285,12 @@ Value list_method(Renderer& r, const std::string& name, const Value& self, const
 }
 
 const std::set<std::string_view> kStrMethods = {
-    "strip",     "lstrip",    "rstrip",  "split",    "rsplit",    "splitlines", "startswith",
-    "endswith",  "upper",     "lower",   "casefold", "title",     "capitalize", "replace",
-    "find",      "rfind",     "index",   "rindex",   "count",     "join",       "isdigit",
-    "isdecimal", "isnumeric", "isalpha", "isalnum",  "isspace",   "islower",    "isupper",
-    "center",    "ljust",     "rjust",   "zfill",    "partition", "rpartition", "format"};
+    "strip",        "lstrip",      "rstrip",  "split",    "rsplit",    "splitlines", "startswith",
+    "endswith",     "upper",       "lower",   "casefold", "title",     "capitalize", "replace",
+    "find",         "rfind",       "index",   "rindex",   "count",     "join",       "isdigit",
+    "isdecimal",    "isnumeric",   "isalpha", "isalnum",  "isspace",   "islower",    "isupper",
+    "center",       "ljust",       "rjust",   "zfill",    "partition", "rpartition", "format",
+    "removeprefix", "removesuffix"};
 const std::set<std::string_view> kDictMethods = {
     "items", "keys", "values", "get", "copy", "pop", "popitem", "setdefault", "update", "clear"};
 const std::set<std::string_view> kListMethods = {"index",   "count",  "copy", "append",

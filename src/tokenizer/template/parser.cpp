@@ -75,6 +75,10 @@ ExprPtr Parser::node(ExprKind kind, const Token& at) const {
   return e;
 }
 
+void Parser::link(int& links) const {
+  if (depth_ + ++links > max_depth_) error(cur(), "expression nested too deeply");
+}
+
 Body Parser::parse_template() {
   Body body = subparse({});
   if (cur().type != Tok::kEof) error(cur(), "unexpected " + describe(cur()));

@@ -75,6 +75,9 @@ class Parser {
   [[noreturn]] void error(const Token& at, const std::string& msg) const;
   static std::string describe(const Token& t);
   ExprPtr node(ExprKind kind, const Token& at) const;
+  // Left-deep chains (a + b + c, x.y.z, x|f|g) deepen the tree without recursing in the parser;
+  // each link counts against max_depth so evaluating and destroying the tree stays bounded.
+  void link(int& links) const;
 
   // Nesting guard for recursive descent.
   class Nest {

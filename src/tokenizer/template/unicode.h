@@ -4,6 +4,7 @@
 // Python's "surrogateescape") and encode back to the same byte, so nothing is ever lost.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,11 @@ namespace ceiling::jinja {
 
 std::u32string utf8_decode(std::string_view s);
 void utf8_append(std::string& out, char32_t cp);
+// A code point computed from a number (escape, %c): surrogates become U+FFFD so the output
+// stays valid UTF-8 (Python would carry a lone surrogate that cannot be encoded later).
+inline char32_t scalar_or_replacement(uint32_t cp) {
+  return (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF ? char32_t{0xFFFD} : char32_t{cp};
+}
 std::string utf8_encode(std::u32string_view cps);
 bool utf8_valid(std::string_view s);
 // Number of code points (Python len()).
