@@ -8,7 +8,9 @@
 # Usage: bench/run_latency_on_gpu.sh OUTDIR [BUILD_DIR]   (from the repository root)
 # Env: MODELS_DIR (default /tmp/ceiling-latency-models: models are written on the device's disk),
 #      TOKENIZER_DIR (llama3 tokenizer for make-test-model; default BUILD_DIR/devdata/llama3),
-#      SKIP_TESTS=1, SKIP_HF=1, PRESETS="llama-3.2-1b llama-3.1-8b".
+#      SKIP_TESTS=1, SKIP_HF=1, PRESETS="llama-3.2-1b llama-3.1-8b", SANITIZE=1 (memcheck the
+#      ops test), PROFILE=1 (ncu: GPU time per kernel of one decode step, summarized),
+#      SWEEP_BATCHES="32" (also these batch sizes, into OUTDIR/sweep/).
 set -uo pipefail
 out=${1:?usage: run_latency_on_gpu.sh OUTDIR [BUILD_DIR]}
 build=${2:-build/enginecuda}
@@ -31,6 +33,13 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     echo "== $t"
     timeout 300 "$build/tests/gpu/$t" --gtest_brief=0 || { echo "FAILED: $t"; status=1; }
   done
+fi
+
+if [ "${SANITIZE:-0}" = 1 ]; then
+  echo "== compute-sanitizer memcheck: gpu_engine_cuda_ops"
+  timeout 150 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 \
+    "$build/tests/gpu/gpu_engine_cuda_ops" --gtest_filter=-*Latency* 2>&1 | tail -25 ||
+    { echo "FAILED: memcheck"; status=1; }
 fi
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -64,6 +73,13 @@ for preset in ${PRESETS:-llama-3.2-1b llama-3.1-8b}; do
       $flag --out "$f" || { echo "FAILED: bench latency $preset $tag"; status=1; continue; }
     files+=("$f")
   done
+  for b in ${SWEEP_BATCHES:-}; do  # larger batches, graphs on (padded buckets, cuBLASLt at M > 16)
+    mkdir -p "$out/sweep"
+    echo "== bench latency $preset batch $b"
+    timeout 300 "$bin" bench latency --model "$dir" --batch "$b" --input-len 128 --output-len 256 \
+      --out "$out/sweep/latency-$gpu-$day-$preset-b$b.json" ||
+      { echo "FAILED: bench latency $preset batch $b"; status=1; }
+  done
   if [ "${SKIP_HF:-0}" != 1 ]; then
     echo "== transformers baseline $preset"
     PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_baseline.py --model "$dir" --batch 1 \
@@ -72,10 +88,24 @@ for preset in ${PRESETS:-llama-3.2-1b llama-3.1-8b}; do
   fi
 done
 
+if [ "${PROFILE:-0}" = 1 ]; then
+  # Per-kernel GPU time of one replayed decode step (ncu, kernels serialized, clocks and caches
+  # left alone); graph gaps are the step's time minus this sum.
+  for preset in ${PRESETS:-llama-3.2-1b llama-3.1-8b}; do
+    echo "== ncu: one decode step of $preset"
+    timeout 120 ncu --clock-control none --cache-control none --profile-from-start off \
+      --metrics gpu__time_duration.sum --csv --log-file "/tmp/ncu-$preset.csv" \
+      "$bin" bench latency --model "$models/$preset" --batch 1 --input-len 128 --output-len 8 \
+      --profile-step 4 --quick-ceilings >/dev/null || { echo "FAILED: ncu $preset"; status=1; }
+    python3 bench/ncu_kernel_summary.py "/tmp/ncu-$preset.csv" || true
+  done
+fi
+
 echo "== summary ($gpu)"
 python3 - "$out" <<'PY'
 import glob, json, os, sys
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "latency-*.json"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "latency-*.json")) +
+               glob.glob(os.path.join(sys.argv[1], "sweep", "latency-*.json"))):
     r = json.load(open(f))
     b = r.get("baseline_tokens_per_s")
     print(f"{os.path.basename(f):52s} {r['tokens_per_s']:8.1f} tok/s  {r['ms_per_token']:.3f} ms/tok"

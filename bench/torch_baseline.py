@@ -195,6 +195,7 @@ BUILDERS = {
     "qk_norm_rope_kv_write": b_rope_kv,
     "linear": b_linear,
     "linear_gemv": b_linear,
+    "linear_gemv_cfg": b_linear,
     "linear_cublaslt": b_linear,
     "argmax": b_argmax,
     "sample": b_sample,

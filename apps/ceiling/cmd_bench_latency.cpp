@@ -63,6 +63,7 @@ int run_latency_bench(const LatencyArgs& a) {
   const nlohmann::json dev = bench::device_info();
   const engine::CudaOpsStats& st = ops.stats();
   nlohmann::json j = {
+      {"tool", "ceiling bench latency"},
       {"model", model.config.name},
       {"model_dir", a.model},
       {"gpu", dev.value("gpu", "unknown")},
@@ -82,22 +83,26 @@ int run_latency_bench(const LatencyArgs& a) {
       {"baseline_tokens_per_s", nullptr},
       {"cuda_graphs", !a.no_graphs},
       {"timed_steps", r.timed_steps},
+      {"graph_replay_ms", r.graph_replay_ms},
+      {"host_ms_per_token", r.graph_replay_ms > 0 ? r.ms_per_token - r.graph_replay_ms : 0.0},
       {"decode_ms", r.decode_ms},
-      {"first_tokens", std::vector<int32_t>(r.tokens.begin(),
-                                            r.tokens.begin() + std::min<size_t>(16, r.tokens.size()))},
+      {"first_tokens",
+       std::vector<int32_t>(r.tokens.begin(),
+                            r.tokens.begin() + std::min<size_t>(16, r.tokens.size()))},
       {"method",
        "ttft: CUDA events around the prefill of all prompts and the first sampling; "
        "ms_per_token: CUDA events around decode steps 2..M (each step adds one token per "
        "sequence, greedy, ids copied back); a full untimed pass with the same prompts runs first. "
        "bytes_per_step: weights once (embedding rows only) + K/V read and written, bf16; floor: "
        "bytes_per_step at the streaming read bandwidth measured in this process"},
-      {"engine", {{"graph_captures", st.graph_captures},
-                  {"graph_replays", st.graph_replays},
-                  {"eager_steps", st.eager_steps},
-                  {"upload_ms", st.upload_ms},
-                  {"upload_bytes", st.upload_bytes},
-                  {"weight_bytes", st.weight_bytes},
-                  {"arena_bytes", st.arena_bytes}}},
+      {"engine",
+       {{"graph_captures", st.graph_captures},
+        {"graph_replays", st.graph_replays},
+        {"eager_steps", st.eager_steps},
+        {"upload_ms", st.upload_ms},
+        {"upload_bytes", st.upload_bytes},
+        {"weight_bytes", st.weight_bytes},
+        {"arena_bytes", st.arena_bytes}}},
       {"ceilings", ceil.to_json()},
       {"device", dev},
       {"driver", dev.value("driver", "unknown")},
@@ -109,10 +114,17 @@ int run_latency_bench(const LatencyArgs& a) {
   fmt::print("{} on {}: batch {}, input {}, output {}, graphs {}\n", model.config.name,
              j["gpu"].get<std::string>(), a.lat.batch, a.lat.input_len, a.lat.output_len,
              a.no_graphs ? "off" : "on");
-  fmt::print("  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
-             "({:.1f}% of floor) | read ceiling {:.0f} GB/s | {}\n",
-             r.ttft_ms, r.ms_per_token, r.tokens_per_s, gbps, floor_ms,
-             100.0 * floor_ms / r.ms_per_token, ceil.read_gbps, r.logits_hash);
+  fmt::print(
+      "  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
+      "({:.1f}% of floor) | read ceiling {:.0f} GB/s | {}\n",
+      r.ttft_ms, r.ms_per_token, r.tokens_per_s, gbps, floor_ms, 100.0 * floor_ms / r.ms_per_token,
+      ceil.read_gbps, r.logits_hash);
+  if (r.graph_replay_ms > 0)
+    fmt::print(
+        "  graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor); host share "
+        "{:.3f} ms/step\n",
+        r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms,
+        r.ms_per_token - r.graph_replay_ms);
   if (!a.out.empty()) {
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "bench latency: cannot write '{}'", a.out);
@@ -137,6 +149,9 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
+  sub.add_option("--profile-step", a->lat.profile_step,
+                 "bracket this timed decode step with cudaProfilerStart/Stop (for ncu "
+                 "--profile-from-start off)");
   return [a] { return run_latency_bench(*a); };
 }
 #else

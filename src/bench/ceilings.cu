@@ -31,7 +31,12 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sin
 }
 
 __global__ void empty_kernel() {}
-__global__ void tiny_kernel(int* p) { p[threadIdx.x] += 1; }
+// One CTA reading 1 KB that no recent kernel touched (a DRAM round trip) and writing nothing
+// unless the data holds an impossible value: the floor of a small memory-bound kernel.
+__global__ void tiny_kernel(const int* p, int* sink) {
+  const int v = p[threadIdx.x];
+  if (v == 0x7fc07fc0) sink[threadIdx.x] = v;
+}
 
 template <typename F>
 double median_ms(int reps, cudaStream_t s, F&& body) {
@@ -54,9 +59,10 @@ double median_ms(int reps, cudaStream_t s, F&& body) {
   return t[reps / 2];
 }
 
-// Per-node time of a graph of `n` copies of a kernel launch.
-template <typename Launch>
-double graph_node_us(cudaStream_t s, int n, Launch&& launch) {
+// Per-node time of a graph of `n` copies of a kernel launch; `flush` (untimed) runs before each
+// timed replay.
+template <typename Launch, typename Flush>
+double graph_node_us(cudaStream_t s, int n, Launch&& launch, Flush&& flush) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t x = nullptr;
   CEILING_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -64,7 +70,25 @@ double graph_node_us(cudaStream_t s, int n, Launch&& launch) {
   CEILING_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   CEILING_CUDA_CHECK(cudaGraphInstantiate(&x, g, 0));
   for (int i = 0; i < 3; ++i) CEILING_CUDA_CHECK(cudaGraphLaunch(x, s));
-  const double ms = median_ms(20, s, [&] { CEILING_CUDA_CHECK(cudaGraphLaunch(x, s)); });
+  constexpr int kReps = 20;
+  std::vector<cudaEvent_t> ev(2 * kReps);
+  for (auto& e : ev) CEILING_CUDA_CHECK(cudaEventCreate(&e));
+  for (int r = 0; r < kReps; ++r) {
+    flush();
+    CEILING_CUDA_CHECK(cudaEventRecord(ev[2 * r], s));
+    CEILING_CUDA_CHECK(cudaGraphLaunch(x, s));
+    CEILING_CUDA_CHECK(cudaEventRecord(ev[2 * r + 1], s));
+  }
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<double> t(kReps);
+  for (int r = 0; r < kReps; ++r) {
+    float v = 0;
+    CEILING_CUDA_CHECK(cudaEventElapsedTime(&v, ev[2 * r], ev[2 * r + 1]));
+    t[r] = v;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  const double ms = t[kReps / 2];
   cudaGraphExecDestroy(x);
   cudaGraphDestroy(g);
   return ms * 1e3 / n;
@@ -83,7 +107,8 @@ nlohmann::json MeasuredCeilings::to_json() const {
             {"bf16_gemm_tflops", "cuBLASLt 8192x8192x8192 bf16, fp32 compute, random data, "
                                  "median of 20"},
             {"launch_graph_us", "graph of 200 empty kernels, per node, median of 20"},
-            {"small_kernel_us", "graph of 200 one-CTA read-modify-write kernels, per node"}}}};
+            {"small_kernel_us", "graph of 200 one-CTA kernels each reading 1 KB of cold memory, "
+                                "per node"}}}};
 }
 
 MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
@@ -121,10 +146,20 @@ MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
     m.bf16_gemm_tflops = 2.0 * kN * kN * double{kN} / (ms * 1e-3) / 1e12;
   }
   {
-    DeviceBuffer cells(4096);
-    CEILING_CUDA_CHECK(cudaMemsetAsync(cells.get(), 0, 4096, s));
-    m.launch_graph_us = graph_node_us(s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); });
-    m.small_kernel_us = graph_node_us(s, 200, [&] { tiny_kernel<<<1, 256, 0, s>>>(cells.as<int>()); });
+    // 200 nodes, each reading its own 1 KB, 2 MB apart (400 MB: far past the L2 between replays).
+    constexpr size_t kStride = size_t{2} << 20;
+    DeviceBuffer cold(200 * kStride), flush(size_t{256} << 20), sink(4096);
+    fill_uniform(cold.as<__nv_bfloat16>(), cold.bytes() / 2, 3, -1.0f, 1.0f, s);
+    fill_uniform(flush.as<__nv_bfloat16>(), flush.bytes() / 2, 4, -1.0f, 1.0f, s);
+    m.launch_graph_us = graph_node_us(s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); }, [] {});
+    int node = 0;
+    const size_t n16 = flush.bytes() / 16;
+    m.small_kernel_us = graph_node_us(
+        s, 200,
+        [&] { tiny_kernel<<<1, 256, 0, s>>>(cold.as<int>() + (node++ % 200) * (kStride / 4), sink.as<int>()); },
+        [&] {  // evict the 200 lines: stream 256 MB of other data through the L2
+          read_kernel<4><<<sms * 8, 256, 0, s>>>(flush.as<const uint4>(), n16, sink.as<uint32_t>());
+        });
   }
   return m;
 }

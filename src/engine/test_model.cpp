@@ -222,6 +222,12 @@ void make_test_model(const MakeTestModelOptions& o) {
                                std::filesystem::copy_options::overwrite_existing, ec);
     CEILING_ENSURE(!ec, "make-test-model: cannot copy {}: {}", (tok_dir / f).string(),
                    ec.message());
+    // Shared data may be read-only; the copy must stay writable (re-runs overwrite it).
+    std::filesystem::permissions(
+        o.out / f,
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+            std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+        ec);
   }
 
   // Stream the weights: each tensor is filled chunk by chunk on the pool and appended.

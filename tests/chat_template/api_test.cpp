@@ -143,7 +143,8 @@ TEST(ChatTemplateApi, ErrorsNameLineAndColumn) {
   EXPECT_EQ(syntax_error(std::string("{{ '\xff' }}")),
             "chat template: template is not valid UTF-8");
   // Text from the template or the inputs never breaks the line.
-  EXPECT_EQ(syntax_error("{{ x | e }}{% frob\n %}"), "chat template: line 1 col 15: unknown tag 'frob'");
+  EXPECT_EQ(syntax_error("{{ x | e }}{% frob\n %}"),
+            "chat template: line 1 col 15: unknown tag 'frob'");
   const ChatTemplate multi("{{ {}['a\\nb'].c }}");
   EXPECT_EQ(test::render_or_error(multi, one_user("x")),
             "ERROR: chat template: line 1 col 15: 'dict object' has no attribute 'a\\nb'");

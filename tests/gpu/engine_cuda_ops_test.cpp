@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/status.h"
+#include "engine/cpu_ops.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/latency_bench.h"
 #include "engine_test_util.h"
@@ -54,7 +55,8 @@ std::unique_ptr<Converted> convert(const ModelWeights& w, DType dtype) {
       r.data = out->f32.back().data();
     } else {
       out->f16.emplace_back(n);
-      for (size_t i = 0; i < n; ++i) out->f16.back()[i] = f32_to_f16(load_as_f32(t.data, t.dtype, i));
+      for (size_t i = 0; i < n; ++i)
+        out->f16.back()[i] = f32_to_f16(load_as_f32(t.data, t.dtype, i));
       r.data = out->f16.back().data();
     }
     return r;
@@ -130,8 +132,8 @@ TEST(EngineCudaOps, GraphReplayMatchesEagerSteps) {
     g.upload(c, m->weights);
     e.upload(c, m->weights);
     StepDriver dg(g, 64, 8, 64, 16), de(e, 64, 8, 64, 16);
-    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1},
-                                                       {500}, {77, 66}, {3, 1, 4, 1, 5}};
+    const std::vector<std::vector<int32_t>> prompts = {
+        {1, 2, 3}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1}, {500}, {77, 66}, {3, 1, 4, 1, 5}};
     dg.prefill(prompts, 64);
     de.prefill(prompts, 64);
     std::vector<int32_t> next = {11, 22, 33, 44, 55};
@@ -140,11 +142,13 @@ TEST(EngineCudaOps, GraphReplayMatchesEagerSteps) {
       const auto lg = dg.decode(next), le = de.decode(next);
       worst = std::max(worst, rel_err(lg, le));
       EXPECT_LT(rel_err(lg, le), kGraphVsEagerRelTol) << "head_dim " << d << " step " << i;
-      for (int s = 0; s < 5; ++s) next[s] = argmax(le.data() + int64_t{s} * c.vocab_size, c.vocab_size);
+      for (int s = 0; s < 5; ++s)
+        next[s] = argmax(le.data() + int64_t{s} * c.vocab_size, c.vocab_size);
     }
-    std::printf("  head_dim %d, batch 5 (bucket 8): graph vs eager worst rel err %.3g; graphs "
-                "%d captured, %d replays; eager %d steps\n",
-                d, worst, g.stats().graph_captures, g.stats().graph_replays, e.stats().eager_steps);
+    std::printf(
+        "  head_dim %d, batch 5 (bucket 8): graph vs eager worst rel err %.3g; graphs "
+        "%d captured, %d replays; eager %d steps\n",
+        d, worst, g.stats().graph_captures, g.stats().graph_replays, e.stats().eager_steps);
     EXPECT_EQ(g.stats().graph_captures, 1);
     EXPECT_EQ(g.stats().graph_replays, 6);  // step 1 warms, step 2 captures, 3..8 replay
     EXPECT_EQ(e.stats().graph_replays, 0);
@@ -185,8 +189,8 @@ TEST(EngineCudaOps, SamplerMatchesCpuSampling) {
     std::vector<int32_t> ids(R, -7);
     gpu.sample(logits, reqs, ids.data());
     for (int r = 0; r < R; ++r) {
-      const int32_t want = cpu::sample_token(host.data() + r * V, V, reqs[r].params, prompt,
-                                             generated, reqs[r].u);
+      const int32_t want =
+          cpu::sample_token(host.data() + r * V, V, reqs[r].params, prompt, generated, reqs[r].u);
       agree += ids[r] == want;
       ++total;
     }
@@ -231,6 +235,51 @@ TEST(EngineCudaOps, RejectsForeignCacheAndStepsWithoutPrepare) {
   EXPECT_THROW(a.prepare(bad, own), Error);
 }
 
+// The fused QKV output stays inside CudaOps until a view is read: the q/k/v views must still
+// hold x·Wᵀ after qkv_proj, and q its rotation after rope_kv_write (op by op, vs CPU).
+TEST(EngineCudaOps, QkvViewsHoldTheirValuesWhenRead) {
+  ENGINE_REQUIRE_GPU();
+  ModelConfig c = mid_config(64);
+  c.attention_bias = true;
+  const auto m = testing::make_random_model(c, DType::kBF16, fresh_seed());
+  CpuOps cpu;
+  CudaOps gpu;
+  cpu.upload(c, m->weights);
+  gpu.upload(c, m->weights);
+  for (int T : {1, 3}) {
+    StepBatch step;
+    step.max_blocks = 2;
+    std::vector<int32_t> ids;
+    for (int t = 0; t < T; ++t) ids.push_back(17 * t + 5);
+    append_sequence(step, ids, 0, {1}, 16, true);
+    std::vector<std::vector<float>> got, want;
+    for (Ops* ops : {static_cast<Ops*>(&gpu), static_cast<Ops*>(&cpu)}) {
+      const DType a = ops->act_dtype();
+      KvCache kv = ops->alloc_kv_cache(2, 16);
+      const TensorView x = ops->alloc(a, {T, c.hidden_size}), q = ops->alloc(a, {T, c.q_dim()});
+      const TensorView k = ops->alloc(a, {T, c.kv_dim()}), v = ops->alloc(a, {T, c.kv_dim()});
+      ops->prepare(step, kv);
+      ops->embedding(x);
+      ops->qkv_proj(0, x, q, k, v);
+      auto& out = ops == &gpu ? got : want;
+      for (const TensorView& t : {q, k, v}) {
+        out.emplace_back(t.numel());
+        ops->to_host(t, out.back().data());
+      }
+      ops->qkv_proj(0, x, q, k, v);  // again: pending, then rope reads it in place
+      ops->rope_kv_write(0, q, k, v, kv);
+      out.emplace_back(q.numel());  // (k after rope: CpuOps rotates it in place, CudaOps not)
+      ops->to_host(q, out.back().data());
+    }
+    const char* names[] = {"q", "k", "v", "rotated q"};
+    for (int i = 0; i < 4; ++i) {
+      const double e = rel_err(got[i], want[i]);
+      std::printf("  T=%d %-12s rel err %.3g\n", T, names[i], e);
+      EXPECT_LT(e, 1e-2) << names[i] << " T=" << T;
+    }
+  }
+}
+
 TEST(EngineCudaOps, LatencyLoopRunsWithAndWithoutGraphs) {
   ENGINE_REQUIRE_GPU();
   const ModelConfig c = mid_config(128);
@@ -253,6 +302,7 @@ TEST(EngineCudaOps, LatencyLoopRunsWithAndWithoutGraphs) {
     EXPECT_EQ(r.tokens.size(), 10u);
     EXPECT_EQ(r.logits_hash.size(), std::string("fnv1a64:").size() + 16);
     EXPECT_EQ(gpu.stats().graph_replays > 0, graphs);
+    EXPECT_EQ(r.graph_replay_ms > 0, graphs);
   }
 }
 

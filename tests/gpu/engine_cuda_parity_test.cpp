@@ -69,12 +69,14 @@ void expect_step_parity(const ModelConfig& c, const ModelWeights& w, const Model
     const double e = rel_err(rg, rc);
     worst = std::max(worst, e);
     EXPECT_LT(e, kLogitsRelTol) << c.name << " decode step " << i;
-    for (int s = 0; s < S; ++s) next[s] = argmax(rc.data() + int64_t{s} * c.vocab_size, c.vocab_size);
+    for (int s = 0; s < S; ++s)
+      next[s] = argmax(rc.data() + int64_t{s} * c.vocab_size, c.vocab_size);
   }
-  std::printf("  %-14s S=%d chunk %d, %d decode steps: worst logits rel err %.3g (tol %.g); "
-              "graphs: %d captured, %d replays\n",
-              c.name.c_str(), S, chunk, steps, worst, kLogitsRelTol, gpu.stats().graph_captures,
-              gpu.stats().graph_replays);
+  std::printf(
+      "  %-14s S=%d chunk %d, %d decode steps: worst logits rel err %.3g (tol %.g); "
+      "graphs: %d captured, %d replays\n",
+      c.name.c_str(), S, chunk, steps, worst, kLogitsRelTol, gpu.stats().graph_captures,
+      gpu.stats().graph_replays);
   if (steps >= 3) {
     EXPECT_GT(gpu.stats().graph_replays, 0) << "decode steps should replay a graph";
   }
@@ -160,6 +162,7 @@ TEST(EngineCudaParity, InMemoryModelsWithLibraryHeadDims) {
     const auto m = testing::make_random_model(c, DType::kBF16, seed + sh.head_dim + sh.heads);
     expect_step_parity(c, m->weights, m->weights, {37, 5, 20}, 16, 10, seed);
     expect_step_parity(c, m->weights, m->weights, {3, 44, 17, 1, 9}, 32, 6, seed + 7);
+    expect_step_parity(c, m->weights, m->weights, {41}, 16, 12, seed + 9);  // batch 1: no split
   }
 }
 
@@ -172,6 +175,7 @@ TEST(EngineCudaParity, Stories260KGreedy256) {
   // The GPU uploads the f32 checkpoint itself (converted to bf16 on the device).
   expect_greedy_agreement(m.config, w->views, m.weights, tok.encode("Once upon a time", true), 256);
   expect_step_parity(m.config, w->views, m.weights, {50, 3}, 16, 8, fresh_seed());
+  expect_step_parity(m.config, w->views, m.weights, {30}, 16, 8, fresh_seed());
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ std::vector<std::vector<float>> StepDriver::prefill(
   const int64_t V = ops_.config().vocab_size;
   seqs_.clear();
   lens_.assign(S, 0);
-  for (int s = 0; s < S; ++s) seqs_.push_back(std::make_unique<SequenceBlocks>(blocks_, block_size_));
+  for (int s = 0; s < S; ++s)
+    seqs_.push_back(std::make_unique<SequenceBlocks>(blocks_, block_size_));
   std::vector<std::vector<float>> last(S);
   for (bool more = true; more;) {
     more = false;
@@ -149,9 +150,10 @@ std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int3
     const double gap = double{l[ref[i]]} - l[got[i]];
     const double limit = kNearTieOfRms * rms(l.data(), static_cast<int64_t>(l.size()));
     *ok = gap <= limit;
-    return fmt::format("{} of {} tokens agree; at token {} the reference picked {} over {} by "
-                       "{:.4g} (near-tie limit {:.4g}): {}",
-                       i, n, i, ref[i], got[i], gap, limit, *ok ? "near tie" : "NOT a near tie");
+    return fmt::format(
+        "{} of {} tokens agree; at token {} the reference picked {} over {} by "
+        "{:.4g} (near-tie limit {:.4g}): {}",
+        i, n, i, ref[i], got[i], gap, limit, *ok ? "near tie" : "NOT a near tie");
   }
   *ok = got.size() == ref.size();
   return fmt::format("all {} tokens agree{}", n, *ok ? "" : " (but the lengths differ)");

@@ -1,6 +1,7 @@
 #include "bench/cases/linear.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench/cases/case_util.h"
 #include "kernels/cpu/ref.h"
@@ -15,13 +16,16 @@ using bf16 = __nv_bfloat16;
 
 class LinearCase : public CaseBase {
  public:
-  LinearCase(LinearImpl impl, int M, int N, int K, bool bias, DType out)
-      : impl_(impl), M_(M), N_(N), K_(K), bias_(bias), out_dtype_(out) {}
+  LinearCase(LinearImpl impl, int M, int N, int K, bool bias, DType out,
+             std::optional<cuda::GemvConfig> cfg = std::nullopt)
+      : impl_(impl), M_(M), N_(N), K_(K), bias_(bias), out_dtype_(out), cfg_(cfg) {}
   std::string op() const override {
+    if (cfg_) return "linear_gemv_cfg";
     return impl_ == LinearImpl::kGemv ? "linear_gemv" : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt" : "linear";
   }
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
+    if (cfg_) s += " cfg=t" + std::to_string(cfg_->threads) + "r" + std::to_string(cfg_->rows) + "u" + std::to_string(cfg_->unroll);
     if (bias_) s += " bias";
     if (out_dtype_ != DType::kBF16) s += " out=" + std::string(dtype_name(out_dtype_));
     return s;
@@ -63,6 +67,9 @@ class LinearCase : public CaseBase {
     const bf16* bias = bias_ ? b_.at(set) : nullptr;
     switch (impl_) {
       case LinearImpl::kGemv:
+        if (cfg_)
+          return cuda::gemv_with_config(*cfg_, x_.at(set), w_.at(set), bias,
+                                        reinterpret_cast<bf16*>(out_.at(set)), N_, K_, s);
         return cuda::gemv(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
       case LinearImpl::kCublasLt:
         return lt_->lt().run(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
@@ -115,6 +122,7 @@ class LinearCase : public CaseBase {
   int M_, N_, K_;
   bool bias_;
   DType out_dtype_;
+  std::optional<cuda::GemvConfig> cfg_;
   Pool<bf16> w_, x_, b_;
   Pool<uint8_t> out_;
   std::unique_ptr<cuda::Linear> lt_;
@@ -139,6 +147,12 @@ void register_linear_cases(CaseList& out) {
       out.push_back(make_linear_case(LinearImpl::kCublasLt, M, N, K, false));
     }
   out.push_back(make_linear_case(LinearImpl::kGemv, 1, 4096, 4096, true));
+  // M = 1 kernel configurations side by side (the default is the measured best).
+  const cuda::GemvConfig cfgs[] = {{128, 4, 4}, {128, 2, 4}, {128, 1, 4}, {128, 2, 2},
+                                   {256, 1, 2}, {256, 2, 2}, {256, 1, 4}, {64, 4, 4}};
+  for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336}})
+    for (const auto& c : cfgs)
+      out.push_back(std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, false, DType::kBF16, c));
   out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
   for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
     out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));

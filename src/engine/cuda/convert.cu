@@ -12,9 +12,13 @@ constexpr int kThreads = 256;
 template <typename T>
 __device__ __forceinline__ float to_f32(T v);
 template <>
-__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_f32<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32<__half>(__half v) {
+  return __half2float(v);
+}
 
 template <typename T>
 __global__ void convert_kernel(const T* __restrict__ src, bf16* __restrict__ dst, size_t n) {
@@ -30,8 +34,7 @@ unsigned grid_for(size_t n) {
 
 }  // namespace
 
-Status convert_to_bf16(const void* src, DType src_dtype, bf16* dst, size_t n,
-                       cudaStream_t stream) {
+Status convert_to_bf16(const void* src, DType src_dtype, bf16* dst, size_t n, cudaStream_t stream) {
   if (n == 0) return Status();
   switch (src_dtype) {
     case DType::kBF16:
@@ -42,8 +45,7 @@ Status convert_to_bf16(const void* src, DType src_dtype, bf16* dst, size_t n,
       convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const float*>(src), dst, n);
       break;
     case DType::kF16:
-      convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(src), dst,
-                                                            n);
+      convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(src), dst, n);
       break;
     default:
       return Status::error("convert_to_bf16: dtype {} not supported (f32, f16, bf16)",

@@ -1,16 +1,14 @@
-// CudaOps: construction, memory, upload, and the layer ops (each a launcher call; in a replayed
-// graph step they only check that the call matches the captured one). Step plumbing and graphs
-// are in cuda_ops_step.cpp, sampling in cuda_sampler.cpp.
+// CudaOps: construction and the layer ops (each a launcher call; in a replayed graph step they
+// only check that the call matches the captured one). Memory and upload are in
+// cuda_ops_memory.cpp, step plumbing and graphs in cuda_ops_step.cpp, sampling in
+// cuda_sampler.cpp.
 #include "engine/cuda/cuda_ops.h"
 
-#include <chrono>
 #include <cmath>
-#include <vector>
 
 #include "core/check.h"
 #include "engine/cuda/engine_kernels.h"
 #include "engine/cuda/sampler_state.h"
-#include "kernels/cpu/ref.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -22,7 +20,18 @@ using cuda_impl::bf16;
 
 namespace {
 enum Op : uint64_t {
-  kEmbed = 1, kNorm, kQkv, kQkNorm, kRope, kAttn, kOProj, kGateUp, kSilu, kDown, kGather, kLmHead
+  kEmbed = 1,
+  kNorm,
+  kQkv,
+  kQkNorm,
+  kRope,
+  kAttn,
+  kOProj,
+  kGateUp,
+  kSilu,
+  kDown,
+  kGather,
+  kLmHead
 };
 }  // namespace
 
@@ -63,122 +72,6 @@ std::unique_ptr<Ops> make_cuda_ops(const OpsOptions& options) {
   return std::make_unique<CudaOps>(std::move(o));
 }
 
-// ---- memory -------------------------------------------------------------------------------
-
-TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
-  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
-                 "CudaOps::alloc: not allowed inside a graph step");
-  TensorView t(nullptr, dtype, shape, Device::kCuda);
-  for (int i = 0; i < t.ndim; ++i)
-    CEILING_ENSURE(t.shape[i] >= 0, "CudaOps::alloc: negative size {}", t.shape_str());
-  t.data = arena_.allocate(t.nbytes());
-  // 0xFF bytes: NaN in bf16/f16/f32, so a read before a write shows.
-  CEILING_CUDA_CHECK(cudaMemsetAsync(t.data, 0xFF, t.nbytes(), stream_));
-  if (t.ndim >= 2) row_cap_ = std::min(row_cap_, t.shape[0]);
-  stats_.arena_bytes = arena_.bytes_reserved();
-  return t;
-}
-
-const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeights& host) {
-  CEILING_ENSURE(!uploaded_, "CudaOps::upload: weights were already uploaded");
-  check_weights(config, host, Device::kCpu);
-  const int D = config.head_dim;
-  CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
-                 "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
-  const auto t0 = std::chrono::steady_clock::now();
-  weights_ = cuda_impl::upload_weights(config, host, stream_, options_.upload_progress);
-  stats_.upload_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  stats_.upload_bytes = weights_.source_bytes;
-  stats_.weight_bytes = weights_.storage.bytes();
-  config_ = config;
-  const std::vector<float> inv = cpu::rope_inv_freq(config);
-  inv_freq_ = static_cast<float*>(arena_.allocate(inv.size() * sizeof(float)));
-  CEILING_CUDA_CHECK(cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float),
-                                cudaMemcpyHostToDevice));
-  fallback_rope_ = D % 16 != 0;
-  uploaded_ = true;
-  return weights_.views;
-}
-
-const ModelWeights& CudaOps::weights() const {
-  CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
-  return weights_.views;
-}
-
-const ModelConfig& CudaOps::config() const {
-  CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
-  return config_;
-}
-
-KvCache CudaOps::alloc_kv_cache(int num_blocks, int block_size) {
-  const ModelConfig& c = config();
-  CEILING_ENSURE(num_blocks > 0 && block_size > 0,
-                 "KV cache: num_blocks {} and block_size {} must be positive", num_blocks,
-                 block_size);
-  // Per layer K and V each [num_blocks + 1, Hkv, block_size, D]: the extra block is the dummy.
-  const size_t per = static_cast<size_t>(num_blocks + 1) * c.num_kv_heads * block_size *
-                     c.head_dim * sizeof(bf16);
-  KvAlloc a;
-  a.mem = cuda_impl::DeviceBuffer(per * 2 * c.num_layers);
-  CEILING_CUDA_CHECK(cudaMemsetAsync(a.mem.get(), 0, a.mem.bytes(), stream_));
-  KvCache kv{c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, DType::kBF16, {},
-             {}};
-  char* base = static_cast<char*>(a.mem.get());
-  for (int l = 0; l < c.num_layers; ++l) {
-    for (int which = 0; which < 2; ++which) {
-      TensorView t(base + per * (2 * l + which), DType::kBF16,
-                   {num_blocks, c.num_kv_heads, block_size, c.head_dim}, Device::kCuda);
-      (which ? kv.v : kv.k).push_back(t);
-    }
-  }
-  a.k0 = kv.k[0].data;
-  kv_allocs_.push_back(std::move(a));
-  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return kv;
-}
-
-void CudaOps::to_host(const TensorView& src, float* dst) {
-  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
-                 "CudaOps::to_host: not allowed inside a graph step (results exist after lm_head)");
-  CEILING_ENSURE(src.device == Device::kCuda && src.is_contiguous(),
-                 "CudaOps::to_host: needs a contiguous device view (got {})", src.shape_str());
-  const size_t n = static_cast<size_t>(src.numel());
-  if (src.dtype == DType::kF32) {
-    CEILING_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, n * 4, cudaMemcpyDeviceToHost, stream_));
-    CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
-  }
-  CEILING_ENSURE(src.dtype == DType::kBF16, "CudaOps::to_host: dtype {} not supported",
-                 dtype_name(src.dtype));
-  std::vector<uint16_t> tmp(n);
-  CEILING_CUDA_CHECK(
-      cudaMemcpyAsync(tmp.data(), src.data, n * 2, cudaMemcpyDeviceToHost, stream_));
-  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(tmp[i]);
-}
-
-void CudaOps::from_host(const float* src, const TensorView& dst) {
-  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
-                 "CudaOps::from_host: not allowed inside a graph step");
-  CEILING_ENSURE(dst.device == Device::kCuda && dst.is_contiguous(),
-                 "CudaOps::from_host: needs a contiguous device view (got {})", dst.shape_str());
-  const size_t n = static_cast<size_t>(dst.numel());
-  if (dst.dtype == DType::kF32) {
-    CEILING_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, n * 4, cudaMemcpyHostToDevice, stream_));
-  } else {
-    CEILING_ENSURE(dst.dtype == DType::kBF16, "CudaOps::from_host: dtype {} not supported",
-                   dtype_name(dst.dtype));
-    std::vector<uint16_t> tmp(n);
-    for (size_t i = 0; i < n; ++i) tmp[i] = f32_to_bf16(src[i]);
-    CEILING_CUDA_CHECK(
-        cudaMemcpyAsync(dst.data, tmp.data(), n * 2, cudaMemcpyHostToDevice, stream_));
-  }
-  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-void CudaOps::synchronize() { CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-
 // ---- helpers --------------------------------------------------------------------------------
 
 bf16* CudaOps::bf16_ptr(const TensorView& t, const char* what) {
@@ -207,6 +100,27 @@ void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView*
       .throw_if_error();
 }
 
+bool CudaOps::pending_is(const void* q, const void* k, const void* v) const {
+  return pending_.q == q && pending_.k == k && pending_.v == v;
+}
+
+void CudaOps::touch_qkv(std::initializer_list<const void*> ptrs) {
+  if (!pending_.valid) return;
+  for (const void* p : ptrs)
+    if (p && (p == pending_.q || p == pending_.k || p == pending_.v)) return materialize_qkv();
+}
+
+void CudaOps::materialize_qkv() {
+  if (!pending_.valid) return;
+  pending_.valid = false;
+  if (mode_ == Mode::kCapture || mode_ == Mode::kReplay) signature_ = signature_ * 31 + 0x5917;
+  if (!launching()) return;
+  cuda_impl::split_qkv(qkv_, pending_.rows, config_.q_dim(), config_.kv_dim(),
+                       static_cast<bf16*>(pending_.q), static_cast<bf16*>(pending_.k),
+                       static_cast<bf16*>(pending_.v), stream_)
+      .throw_if_error();
+}
+
 // ---- layer ops ------------------------------------------------------------------------------
 
 void CudaOps::embedding(const TensorView& out) {
@@ -220,63 +134,82 @@ void CudaOps::embedding(const TensorView& out) {
 
 void CudaOps::rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
                        const TensorView& out) {
-  const int rows = begin_op(kNorm, -1, {x.data, residual ? residual->data : nullptr, weight.data,
-                                        out.data}, false, x, kTokens);
+  const int rows =
+      begin_op(kNorm, -1, {x.data, residual ? residual->data : nullptr, weight.data, out.data},
+               false, x, kTokens);
   if (residual) check_rows(*residual, kTokens, "rms_norm residual");
   check_rows(out, kTokens, "rms_norm output");
   if (!launching()) return;
-  cuda::rms_norm(bf16_ptr(x, "rms_norm input"), residual ? bf16_ptr(*residual, "residual") : nullptr,
-                 bf16_ptr(weight, "rms_norm weight"), rows, static_cast<int>(x.dim(1)),
-                 static_cast<float>(config().rms_norm_eps), bf16_ptr(out, "rms_norm output"),
-                 stream_)
+  cuda::rms_norm(
+      bf16_ptr(x, "rms_norm input"), residual ? bf16_ptr(*residual, "residual") : nullptr,
+      bf16_ptr(weight, "rms_norm weight"), rows, static_cast<int>(x.dim(1)),
+      static_cast<float>(config().rms_norm_eps), bf16_ptr(out, "rms_norm output"), stream_)
       .throw_if_error();
 }
 
 void CudaOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const TensorView& k,
                        const TensorView& v) {
-  const int rows = begin_op(kQkv, l, {x.data, q.data, k.data, v.data}, false, x, kTokens);
+  const int rows = begin_op(kQkv, l, {x.data, q.data, k.data, v.data}, false, x, kTokens, true);
   check_rows(q, kTokens, "q");
   check_rows(k, kTokens, "k");
   check_rows(v, kTokens, "v");
   const cuda_impl::FusedLayerWeights& f = fused(l);
-  if (!launching()) return;
-  ensure_qkv(rows);
-  linear(x, f.qkv, f.qkv_bias.data ? &f.qkv_bias : nullptr, qkv_, DType::kBF16, rows);
-  cuda_impl::split_qkv(qkv_, rows, config_.q_dim(), config_.kv_dim(), bf16_ptr(q, "q"),
-                       bf16_ptr(k, "k"), bf16_ptr(v, "v"), stream_)
-      .throw_if_error();
+  // Other views than the pending ones would lose their values when qkv_ is overwritten.
+  if (pending_.valid && !pending_is(q.data, k.data, v.data)) materialize_qkv();
+  pending_.valid = false;
+  if (launching()) {
+    ensure_qkv(rows);
+    linear(x, f.qkv, f.qkv_bias.data ? &f.qkv_bias : nullptr, qkv_, DType::kBF16, rows);
+  }
+  // q, k, v stay in qkv_ until an op needs them as separate views (materialize_qkv).
+  pending_ = {q.data, k.data, v.data, rows, true};
 }
 
 void CudaOps::qk_norm(int l, const TensorView& q, const TensorView& k) {
-  const int rows = begin_op(kQkNorm, l, {q.data, k.data}, false, q, kTokens);
+  const int rows = begin_op(kQkNorm, l, {q.data, k.data}, false, q, kTokens, true);
   check_rows(k, kTokens, "k");
   const LayerWeights& w = weights().layers.at(l);
   CEILING_ENSURE(w.q_norm.data && w.k_norm.data, "CudaOps::qk_norm: the model has no q/k norm");
-  if (!launching()) return;
   const ModelConfig& c = config_;
+  const bool fusedq = pending_.valid && pending_.q == q.data && pending_.k == k.data;
+  if (!fusedq) touch_qkv({q.data, k.data});
+  if (!launching()) return;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  cuda::rms_norm_heads(bf16_ptr(q, "q"), c.q_dim(), rows, c.num_heads, c.head_dim,
+  // In qkv_ the heads of a token are (Q + 2·KV) elements apart from the next token's.
+  const int64_t row = c.q_dim() + 2 * c.kv_dim();
+  bf16* qp = fusedq ? qkv_ : bf16_ptr(q, "q");
+  bf16* kp = fusedq ? qkv_ + c.q_dim() : bf16_ptr(k, "k");
+  cuda::rms_norm_heads(qp, fusedq ? row : c.q_dim(), rows, c.num_heads, c.head_dim,
                        static_cast<const bf16*>(w.q_norm.data), eps, stream_)
       .throw_if_error();
-  cuda::rms_norm_heads(bf16_ptr(k, "k"), c.kv_dim(), rows, c.num_kv_heads, c.head_dim,
+  cuda::rms_norm_heads(kp, fusedq ? row : c.kv_dim(), rows, c.num_kv_heads, c.head_dim,
                        static_cast<const bf16*>(w.k_norm.data), eps, stream_)
       .throw_if_error();
 }
 
 void CudaOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, const TensorView& v,
                             KvCache& kv) {
-  const int rows = begin_op(kRope, l, {q.data, k.data, v.data}, true, q, kTokens);
+  const int rows = begin_op(kRope, l, {q.data, k.data, v.data}, true, q, kTokens, true);
   check_rows(k, kTokens, "k");
   check_rows(v, kTokens, "v");
   check_step_kv(kv, l);
+  const bool fusedq = pending_.valid && pending_is(q.data, k.data, v.data);
+  if (!fusedq) touch_qkv({q.data, k.data, v.data});
   if (!launching()) return;
   const ModelConfig& c = config_;
   cuda::RopeKvArgs a;
-  a.q = bf16_ptr(q, "q");
-  a.k = bf16_ptr(k, "k");
-  a.v = bf16_ptr(v, "v");
-  a.q_stride = c.q_dim();
-  a.k_stride = a.v_stride = c.kv_dim();
+  if (fusedq) {  // straight from the fused projection output; q rotated in place there
+    a.q = qkv_;
+    a.k = qkv_ + c.q_dim();
+    a.v = qkv_ + c.q_dim() + c.kv_dim();
+    a.q_stride = a.k_stride = a.v_stride = c.q_dim() + 2 * c.kv_dim();
+  } else {
+    a.q = bf16_ptr(q, "q");
+    a.k = bf16_ptr(k, "k");
+    a.v = bf16_ptr(v, "v");
+    a.q_stride = c.q_dim();
+    a.k_stride = a.v_stride = c.kv_dim();
+  }
   a.positions = dev<int32_t>(meta_.positions);
   a.slot_mapping = dev<int32_t>(meta_.slots);
   a.inv_freq = inv_freq_;
@@ -294,13 +227,17 @@ void CudaOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, con
 }
 
 void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const TensorView& out) {
-  const int rows = begin_op(kAttn, l, {q.data, out.data}, true, q, kTokens);
+  const int rows = begin_op(kAttn, l, {q.data, out.data}, true, q, kTokens, true);
   check_rows(out, kTokens, "attention output");
   check_step_kv(kv, l);
+  // One token's q is contiguous inside qkv_: read it there. Several tokens' q rows are strided
+  // there, and the attention launchers take a contiguous q: split first.
+  const bool fusedq = pending_.valid && pending_.q == q.data && pending_.rows == 1;
+  if (!fusedq) touch_qkv({q.data, out.data});
   if (!launching()) return;
   const ModelConfig& c = config_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const bf16* qp = bf16_ptr(q, "q");
+  const bf16* qp = fusedq ? qkv_ : bf16_ptr(q, "q");
   bf16* op = bf16_ptr(out, "attention output");
   if (fallback_attention_) {
     cuda_impl::FallbackAttnArgs a;
@@ -323,16 +260,19 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
     cuda_impl::fallback_attention(a, stream_).throw_if_error();
     return;
   }
-  const cuda::PagedKvDevice pk{kv.k[l].data, kv.v[l].data, kv.num_blocks + 1, kv.block_size,
-                               c.num_kv_heads, c.head_dim};
+  const cuda::PagedKvDevice pk{kv.k[l].data,  kv.v[l].data,   kv.num_blocks + 1,
+                               kv.block_size, c.num_kv_heads, c.head_dim};
   if (decode_) {
     cuda::run_decode_attention(decode_plan_, qp, pk, dev<int32_t>(meta_.seq_lens),
                                dev<int32_t>(meta_.tables), meta_.mb_cap, scale, op, attn_ws_,
                                stream_)
         .throw_if_error();
   } else {
-    const cuda::AttnBatchDevice b{seqs_, rows, dev<int32_t>(meta_.query_start),
-                                  dev<int32_t>(meta_.seq_lens), dev<int32_t>(meta_.tables),
+    const cuda::AttnBatchDevice b{seqs_,
+                                  rows,
+                                  dev<int32_t>(meta_.query_start),
+                                  dev<int32_t>(meta_.seq_lens),
+                                  dev<int32_t>(meta_.tables),
                                   meta_.mb_cap};
     cuda::run_prefill_attention(prefill_plan_, qp, pk, b, scale, op, attn_ws_, stream_)
         .throw_if_error();

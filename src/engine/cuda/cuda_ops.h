@@ -11,11 +11,11 @@
 // fixed device buffers that the kernels read. A decode step (every sequence adds one token, one
 // logits row each) of S sequences runs as a CUDA graph of B = the bucket ≥ S (1, 2, 4, ..., up
 // to max_graph_batch): rows S..B-1 are padding (token 0, slot -1 so nothing is written to the
-// cache, a one-token context in the dummy block). The first decode step of a bucket runs eagerly
-// (warm-up: module loads, cuBLASLt plans), the second is captured — metadata copy, the whole
-// forward, and the argmax of every logits row with its copy to pinned host memory — and every
-// later one replays it: the op calls of the forward then only check that they match what was
-// captured, and lm_head() launches the graph. Bucketing needs every buffer from alloc() to have
+// cache, a one-token context in the dummy block). The first decode step of a bucket runs the same
+// padded kernels eagerly (warm-up: module loads, cuBLASLt plans), the second is captured — metadata
+// copy, the whole forward, and the argmax of every logits row with its copy to pinned host memory —
+// and every later one replays it: the op calls of the forward then only check that they match what
+// was captured, and lm_head() launches the graph. Bucketing needs every buffer from alloc() to have
 // ≥ B rows (Forward: min(max_tokens, max_logits_rows)); otherwise the graph has exactly S rows.
 // With cuda_graphs = false every step runs eagerly (like vLLM's --enforce-eager).
 //
@@ -41,7 +41,7 @@ namespace ceiling::engine {
 
 struct CudaOpsOptions {
   int device_index = 0;
-  bool cuda_graphs = true;   // false: every step eager (--no-graphs / --enforce-eager)
+  bool cuda_graphs = true;    // false: every step eager (--no-graphs / --enforce-eager)
   int max_graph_batch = 256;  // largest decode bucket captured; bigger decode steps run eagerly
   // (source bytes copied, total) during upload(), e.g. for a progress line on a TTY.
   std::function<void(uint64_t, uint64_t)> upload_progress;
@@ -50,9 +50,9 @@ struct CudaOpsOptions {
 struct CudaOpsStats {
   int eager_steps = 0, graph_captures = 0, graph_replays = 0;
   double upload_ms = 0;
-  uint64_t upload_bytes = 0;     // bytes read from the host weights
-  uint64_t weight_bytes = 0;     // bytes of the device copy (bf16, fused)
-  uint64_t arena_bytes = 0;      // workspace reserved
+  uint64_t upload_bytes = 0;  // bytes read from the host weights
+  uint64_t weight_bytes = 0;  // bytes of the device copy (bf16, fused)
+  uint64_t arena_bytes = 0;   // workspace reserved
 };
 
 class CudaOps final : public Ops {
@@ -85,22 +85,24 @@ class CudaOps final : public Ops {
   void qk_norm(int layer, const TensorView& q, const TensorView& k) override;
   void rope_kv_write(int layer, const TensorView& q, const TensorView& k, const TensorView& v,
                      KvCache& kv) override;
-  void attention(int layer, const TensorView& q, const KvCache& kv,
-                 const TensorView& out) override;
+  void attention(int layer, const TensorView& q, const KvCache& kv, const TensorView& out) override;
   void o_proj(int layer, const TensorView& attn, const TensorView& out) override;
   void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void down_proj(int layer, const TensorView& act, const TensorView& out) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
-  void sample(const TensorView& logits, std::span<const SampleRequest> reqs,
-              int32_t* ids) override;
+  void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
 
   cudaStream_t stream() const { return stream_; }
   const CudaOpsStats& stats() const { return stats_; }
   bool cuda_graphs() const { return options_.cuda_graphs; }
   // Turning graphs off drops the captured ones.
   void set_cuda_graphs(bool enabled);
+  // Diagnostics: replays the last step's graph n times back to back (the same step again: its
+  // K/V writes repeat the same values) and returns the GPU time per replay in ms — the step
+  // without the host's part. Throws unless the last step was a replayed or captured graph step.
+  double time_graph_replays(int n);
 
  private:
   enum class Mode { kIdle, kEager, kCapture, kReplay };
@@ -113,7 +115,7 @@ class CudaOps final : public Ops {
   struct StepMeta {
     int t_cap = 0, s_cap = 0, mb_cap = 0;
     size_t bytes = 0;
-    int32_t* dev = nullptr;      // arena
+    int32_t* dev = nullptr;        // arena
     cuda_impl::PinnedBuffer host;  // pinned mirror, same layout
     // Offsets (in int32) of each array in both copies.
     size_t tokens = 0, positions = 0, slots = 0, query_start = 0, seq_lens = 0, logits_rows = 0,
@@ -129,7 +131,7 @@ class CudaOps final : public Ops {
   // Checks the op may run now and folds it into the graph signature; returns the rows the
   // kernels process for `first` (see check_rows).
   int begin_op(uint64_t op, int layer, std::initializer_list<const void*> ptrs, bool needs_step,
-               const TensorView& first, RowKind kind);
+               const TensorView& first, RowKind kind, bool qkv_aware = false);
   // `t` must have the step's T (or R) rows; returns the rows to process: those, or the bucket B
   // in a graph step (then `t` must be the leading rows of an alloc()'d buffer with ≥ B rows).
   int check_rows(const TensorView& t, RowKind kind, const char* what);
@@ -147,6 +149,22 @@ class CudaOps final : public Ops {
   T* dev(size_t offset) const {
     return reinterpret_cast<T*>(meta_.dev + offset);
   }
+
+  // The fused QKV output stays in qkv_ after qkv_proj ("pending"): qk_norm, rope_kv_write and
+  // (for a single token) attention read it there, so batch-1 decode needs no split kernel. The
+  // q/k/v views get their values (split_qkv) as soon as anything else reads or writes them —
+  // another op, to_host/from_host, or the next qkv_proj into other views — so the Ops contract
+  // holds for every caller that goes through the Ops.
+  struct PendingQkv {
+    void* q = nullptr;
+    void* k = nullptr;
+    void* v = nullptr;
+    int rows = 0;
+    bool valid = false;
+  };
+  bool pending_is(const void* q, const void* k, const void* v) const;
+  void touch_qkv(std::initializer_list<const void*> ptrs);  // materializes if one is pending
+  void materialize_qkv();
 
   // ---- helpers (cuda_ops.cpp) ----
   static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
@@ -175,12 +193,14 @@ class CudaOps final : public Ops {
   int seqs_ = 0;         // sequences the kernels see (S, or B)
   int logit_rows_ = 0;   // logits rows computed (R, or B)
   bool decode_ = false;  // every sequence adds one token
+  bool padded_ = false;  // a graph bucket's step (warm-up, capture or replay): B rows
   int step_max_seq_len_ = 0;
   const void* step_kv_ = nullptr;  // kv.k[0].data of the prepared step's cache
   uint64_t signature_ = 0;
   StepMeta meta_;
   __nv_bfloat16* qkv_ = nullptr;  // [qkv_rows_, Q + 2·KV] fused projection output
   int qkv_rows_ = 0;
+  PendingQkv pending_;
   void* attn_ws_ = nullptr;  // grown, never freed: graphs keep using the one they captured
   size_t attn_ws_bytes_ = 0;
   cuda::DecodePlan decode_plan_;
@@ -190,7 +210,7 @@ class CudaOps final : public Ops {
   // Graphs, keyed by the bucket B, valid for graph_kv_ (the cache they were captured with).
   std::map<int, Graph> graphs_;
   const void* graph_kv_ = nullptr;
-  int bucket_ = 0;       // the graph step's (or warm-up step's) bucket; 0: none
+  int bucket_ = 0;  // the graph step's (or warm-up step's) bucket; 0: none
 
   // Ids of the last graph step: argmax of every logits row, copied to pinned memory in-graph.
   int32_t* ids_dev_ = nullptr;  // [meta_.t_cap]

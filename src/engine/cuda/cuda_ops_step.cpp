@@ -63,17 +63,19 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
     const Graph& g = graphs_[B];
     mode = g.exec ? Mode::kReplay : g.warmed ? Mode::kCapture : Mode::kEager;
   }
-  const bool graph = mode != Mode::kEager;
+  // The warm-up step of a bucket runs the graph's kernels eagerly: same padded rows and plans,
+  // so module loads and cuBLASLt's first calls happen outside the capture.
+  padded_ = B != 0;
   bucket_ = B;
   step_tokens_ = T;
   step_logits_ = R;
-  rows_ = graph ? B : T;
-  seqs_ = graph ? B : S;
-  logit_rows_ = graph ? B : R;
+  rows_ = padded_ ? B : T;
+  seqs_ = padded_ ? B : S;
+  logit_rows_ = padded_ ? B : R;
 
   CEILING_CUDA_CHECK(cudaEventSynchronize(meta_free_));  // the last copy has read the mirror
   pack_step(step, kv.num_blocks);
-  plan_step(kv, graph);
+  if (mode != Mode::kReplay) plan_step(kv, padded_);  // a replay uses the captured plans
   step_kv_ = ka.k0;
   graph_logits_ = nullptr;
   signature_ = 0;
@@ -122,6 +124,7 @@ void CudaOps::ensure_meta(int t_rows, int s_rows, int mb) {
 
 void CudaOps::ensure_qkv(int rows) {
   if (rows <= qkv_rows_) return;
+  materialize_qkv();  // the pending values live in the old buffer
   const int n = next_pow2(std::max(rows, 16));
   // The old buffer stays allocated (arena): graphs that captured it remain valid.
   qkv_ = static_cast<__nv_bfloat16*>(
@@ -141,7 +144,8 @@ void CudaOps::pack_step(const StepBatch& step, int dummy_block) {
     h[meta_.slots + r] = r < T ? step.slot_mapping[r] : -1;
   }
   for (int r = 0; r < logit_rows_; ++r) h[meta_.logits_rows + r] = r < R ? step.logits_rows[r] : r;
-  for (int s = 0; s <= seqs_; ++s) h[meta_.query_start + s] = s <= S ? step.query_start[s] : T + s - S;
+  for (int s = 0; s <= seqs_; ++s)
+    h[meta_.query_start + s] = s <= S ? step.query_start[s] : T + s - S;
   for (int s = 0; s < seqs_; ++s) {
     h[meta_.seq_lens + s] = s < S ? step.seq_lens[s] : 1;
     int32_t* row = h + meta_.tables + static_cast<size_t>(s) * mb;
@@ -166,9 +170,10 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
   if (!fallback_attention_) {
     size_t ws = 0;
     if (decode_) {
-      // A graph serves every context the block table can hold; an eager step its own.
-      const cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads, D, bs,
-                                 graph ? meta_.mb_cap * bs : step_max_seq_len_};
+      // A graph (and its warm-up) serves every context the block table can hold; an eager
+      // step its own.
+      const cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
+                                 D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
       cuda::plan_decode_attention(sh, &decode_plan_).throw_if_error();
       ws = decode_plan_.workspace_bytes;
     } else {
@@ -199,7 +204,7 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
 }
 
 int CudaOps::begin_op(uint64_t op, int layer, std::initializer_list<const void*> ptrs,
-                      bool needs_step, const TensorView& first, RowKind kind) {
+                      bool needs_step, const TensorView& first, RowKind kind, bool qkv_aware) {
   CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
   CEILING_ENSURE(!needs_step || mode_ != Mode::kIdle,
                  "CudaOps: op {} needs a prepared step (call prepare first)", op);
@@ -207,7 +212,9 @@ int CudaOps::begin_op(uint64_t op, int layer, std::initializer_list<const void*>
     signature_ = mix(mix(signature_, op), static_cast<uint64_t>(layer + 1));
     for (const void* p : ptrs) signature_ = mix(signature_, reinterpret_cast<uintptr_t>(p));
   }
-  return check_rows(first, kind, "input");
+  const int rows = check_rows(first, kind, "input");
+  if (!qkv_aware) touch_qkv(ptrs);  // an op reading or writing a pending q/k/v view
+  return rows;
 }
 
 int CudaOps::check_rows(const TensorView& t, RowKind kind, const char* what) {
@@ -217,9 +224,9 @@ int CudaOps::check_rows(const TensorView& t, RowKind kind, const char* what) {
   const int real = kind == kTokens ? step_tokens_ : step_logits_;
   CEILING_ENSURE(t.dim(0) == real, "CudaOps: {} has {} rows but the step has {}", what, t.dim(0),
                  real);
-  if (mode_ == Mode::kEager) return real;
+  if (!padded_) return real;
   const int rows = kind == kTokens ? rows_ : logit_rows_;
-  if (mode_ == Mode::kCapture) {
+  if (mode_ != Mode::kReplay) {
     const size_t row_bytes = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
     CEILING_ENSURE(arena_.contains(t.data, row_bytes * rows),
                    "CudaOps: {} must be the leading rows of an alloc()'d buffer with at least {} "
@@ -298,6 +305,25 @@ void CudaOps::drop_graphs() {
     if (g.exec) cudaGraphExecDestroy(g.exec);
   graphs_.clear();
   graph_logits_ = nullptr;
+}
+
+double CudaOps::time_graph_replays(int n) {
+  const auto it = graphs_.find(bucket_);
+  CEILING_ENSURE(n > 0 && mode_ == Mode::kIdle && padded_ && it != graphs_.end() && it->second.exec,
+                 "CudaOps::time_graph_replays: the last step was not a graph step");
+  cudaEvent_t a = nullptr, b = nullptr;
+  CEILING_CUDA_CHECK(cudaEventCreate(&a));
+  CEILING_CUDA_CHECK(cudaEventCreate(&b));
+  CEILING_CUDA_CHECK(cudaEventRecord(a, stream_));
+  for (int i = 0; i < n; ++i) CEILING_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+  CEILING_CUDA_CHECK(cudaEventRecord(b, stream_));
+  CEILING_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CEILING_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  CEILING_CUDA_CHECK(cudaEventRecord(meta_free_, stream_));
+  return ms / n;
 }
 
 void CudaOps::set_cuda_graphs(bool enabled) {

@@ -13,10 +13,11 @@
 
 namespace ceiling::engine {
 
-
 namespace {
 
-size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+size_t align16(size_t n) {
+  return (n + 15) / 16 * 16;
+}
 
 bool has_penalties(const cpu::SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
@@ -76,10 +77,9 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
     auto* u = reinterpret_cast<float*>(h + u_at);
     for (int r = 0; r < R; ++r) {
       const cpu::SamplingParams& p = reqs[r].params;
-      params[r] = cuda::GpuSamplingParams{p.temperature,      p.top_p,
-                                          p.min_p,            p.repetition_penalty,
-                                          p.presence_penalty, p.frequency_penalty,
-                                          p.top_k,            0};
+      params[r] = cuda::GpuSamplingParams{
+          p.temperature,       p.top_p, p.min_p, p.repetition_penalty, p.presence_penalty,
+          p.frequency_penalty, p.top_k, 0};
       u[r] = reqs[r].u;
     }
     int32_t* hist = reinterpret_cast<int32_t*>(h + hist_at);
@@ -88,16 +88,16 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
       for (int r = 0; r < R; ++r) {
         for (auto span : {reqs[r].prompt, reqs[r].generated})
           for (int32_t id : span)
-            CEILING_ENSURE(id >= 0 && id < V, "sampling: row {} has token id {} outside [0, {})",
-                           r, id, V);
+            CEILING_ENSURE(id >= 0 && id < V, "sampling: row {} has token id {} outside [0, {})", r,
+                           id, V);
         at = std::copy(reqs[r].prompt.begin(), reqs[r].prompt.end(), hist + at) - hist;
         at = std::copy(reqs[r].generated.begin(), reqs[r].generated.end(), hist + at) - hist;
         at = std::fill_n(hist + at, reqs[r].generated.size(), r) - hist;
       }
-      if (!s.counts) s.counts = static_cast<int32_t*>(arena_.allocate(sizeof(int32_t) * V * s.rows_cap));
+      if (!s.counts)
+        s.counts = static_cast<int32_t*>(arena_.allocate(sizeof(int32_t) * V * s.rows_cap));
     }
-    CEILING_CUDA_CHECK(
-        cudaMemcpyAsync(s.upload_dev, h, bytes, cudaMemcpyHostToDevice, stream_));
+    CEILING_CUDA_CHECK(cudaMemcpyAsync(s.upload_dev, h, bytes, cudaMemcpyHostToDevice, stream_));
     if (penalties) {
       CEILING_CUDA_CHECK(
           cudaMemsetAsync(s.counts, 0, sizeof(int32_t) * V * static_cast<size_t>(R), stream_));

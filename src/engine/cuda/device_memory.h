@@ -65,7 +65,7 @@ class DeviceArena {
   };
   size_t chunk_bytes_;
   std::vector<DeviceBuffer> chunks_;
-  size_t used_ = 0;  // bytes used in chunks_.back()
+  size_t used_ = 0;            // bytes used in chunks_.back()
   std::vector<Block> blocks_;  // every allocation, for contains()
 };
 

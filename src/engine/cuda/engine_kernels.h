@@ -39,8 +39,8 @@ Status fallback_rope_kv_write(const cuda::RopeKvArgs& a, cudaStream_t stream);
 // Causal GQA attention over the paged cache with the meaning of cpu::attention: q, out
 // [T, Hq, D]; K/V [num_blocks, Hkv, block_size, D]; sequence s owns tokens
 // [query_start[s], query_start[s+1]) whose positions end at seq_lens[s] - 1. head_dim 8, 16, 32
-// or 64 (128 would spill), any block size; a block-table entry outside [0, num_blocks) reads as zeros.
-// One warp per (token, query head), online softmax. TEMPORARY (see above).
+// or 64 (128 would spill), any block size; a block-table entry outside [0, num_blocks) reads as
+// zeros. One warp per (token, query head), online softmax. TEMPORARY (see above).
 struct FallbackAttnArgs {
   const bf16* q = nullptr;
   const bf16* k_cache = nullptr;

@@ -31,8 +31,10 @@ __global__ void __launch_bounds__(kWarps * 32) attn_fallback_kernel(FallbackAttn
   int lo = 0, hi = a.S - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (a.query_start[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (a.query_start[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int s = lo, q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0;
   const int pos = a.seq_lens[s] - q_len + (t - q0);  // this token sees keys 0..pos
@@ -94,10 +96,18 @@ Status fallback_attention(const FallbackAttnArgs& a, cudaStream_t stream) {
         a.T, a.Hq, a.Hkv, a.block_size, a.max_blocks);
   if (a.T == 0) return Status();
   switch (a.D) {
-    case 8: launch<8>(a, stream); break;
-    case 16: launch<16>(a, stream); break;
-    case 32: launch<32>(a, stream); break;
-    case 64: launch<64>(a, stream); break;
+    case 8:
+      launch<8>(a, stream);
+      break;
+    case 16:
+      launch<16>(a, stream);
+      break;
+    case 32:
+      launch<32>(a, stream);
+      break;
+    case 64:
+      launch<64>(a, stream);
+      break;
     default:
       return Status::error("fallback attention: head_dim {} not built (8, 16, 32, 64)", a.D);
   }

@@ -1,5 +1,6 @@
 #include "engine/cuda/latency_bench.h"
 
+#include <cuda_profiler_api.h>
 #include <fmt/format.h>
 
 #include <memory>
@@ -51,8 +52,8 @@ class EventTimer {
 
 // One pass: prefill every prompt, then `steps` decode steps; fills `r` when `timed`.
 void run_pass(CudaOps& ops, Forward& fwd, KvCache& kv, BlockAllocator& blocks,
-              const std::vector<std::vector<int32_t>>& prompts, const LatencyOptions& o,
-              bool timed, LatencyResult& r) {
+              const std::vector<std::vector<int32_t>>& prompts, const LatencyOptions& o, bool timed,
+              LatencyResult& r) {
   const int B = o.batch, N = o.input_len, bs = o.block_size;
   std::vector<std::unique_ptr<SequenceBlocks>> seqs;
   for (int b = 0; b < B; ++b) {
@@ -99,11 +100,17 @@ void run_pass(CudaOps& ops, Forward& fwd, KvCache& kv, BlockAllocator& blocks,
   };
   decode_step(0);  // untimed: it hashes the logits (a host copy)
   timer.start();
-  for (int i = 1; i < o.output_len; ++i) decode_step(i);
+  for (int i = 1; i < o.output_len; ++i) {
+    const bool profile = timed && i == o.profile_step;
+    if (profile) CEILING_CUDA_CHECK(cudaProfilerStart());
+    decode_step(i);
+    if (profile) CEILING_CUDA_CHECK(cudaProfilerStop());
+  }
   const double ms = timer.stop_ms();
   if (timed) {
     r.timed_steps = o.output_len - 1;
     r.decode_ms = ms;
+    if (ops.cuda_graphs()) r.graph_replay_ms = ops.time_graph_replays(50);
   }
 }
 

@@ -12,11 +12,12 @@
 namespace ceiling::engine {
 
 struct LatencyOptions {
-  int batch = 1;          // B sequences decoded together
-  int input_len = 128;    // N prompt tokens per sequence
-  int output_len = 256;   // M decode steps after the prefill
+  int batch = 1;         // B sequences decoded together
+  int input_len = 128;   // N prompt tokens per sequence
+  int output_len = 256;  // M decode steps after the prefill
   int block_size = 16;
   uint64_t seed = 0;      // prompts: token ids uniform in [0, V) from this seed
+  int profile_step = -1;  // >= 1: cudaProfilerStart/Stop around this timed decode step (ncu)
 };
 
 struct LatencyResult {
@@ -26,8 +27,10 @@ struct LatencyResult {
   double ms_per_token = 0;  // per decode step (each step adds one token to every sequence)
   double tokens_per_s = 0;  // B / ms_per_token
   double weight_bytes_per_step = 0, kv_bytes_per_step = 0, bytes_per_step = 0;
-  std::string logits_hash;             // FNV-1a 64 of the first decode step's logits (f32 bytes)
-  std::vector<int32_t> tokens;         // sequence 0's generated ids (prefill's first, then decode)
+  double graph_replay_ms = 0;   // GPU time of one decode step's graph replayed back to back (0:
+                                // graphs off): ms_per_token minus this is the host's share
+  std::string logits_hash;      // FNV-1a 64 of the first decode step's logits (f32 bytes)
+  std::vector<int32_t> tokens;  // sequence 0's generated ids (prefill's first, then decode)
 };
 
 // `ops` holds the model's weights. Runs the whole sequence twice: once untimed (warm-up: graph

@@ -23,7 +23,9 @@ __global__ void split_kernel(const bf16* __restrict__ qkv, int Q, int KV, bf16* 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 }  // namespace
 
@@ -32,10 +34,12 @@ Status split_qkv(const bf16* qkv, int T, int Q, int KV, bf16* q, bf16* k, bf16* 
   if (T < 0 || Q <= 0 || KV <= 0)
     return Status::error("split_qkv: bad shape T {} Q {} KV {}", T, Q, KV);
   if (T == 0) return Status();
-  const bool vec = Q % 8 == 0 && KV % 8 == 0 && aligned16(qkv) && aligned16(q) && aligned16(k) &&
-                   aligned16(v);
-  if (vec) split_kernel<uint4, 8><<<T, kThreads, 0, stream>>>(qkv, Q, KV, q, k, v);
-  else split_kernel<bf16, 1><<<T, kThreads, 0, stream>>>(qkv, Q, KV, q, k, v);
+  const bool vec =
+      Q % 8 == 0 && KV % 8 == 0 && aligned16(qkv) && aligned16(q) && aligned16(k) && aligned16(v);
+  if (vec)
+    split_kernel<uint4, 8><<<T, kThreads, 0, stream>>>(qkv, Q, KV, q, k, v);
+  else
+    split_kernel<bf16, 1><<<T, kThreads, 0, stream>>>(qkv, Q, KV, q, k, v);
   CEILING_CUDA_RETURN_LAST();
   return Status();
 }

@@ -7,23 +7,35 @@ namespace {
 
 using detail::bf16;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 
-// grid (T, ceil(H / (8 * kThreads))): block y copies a slice of row ids[t], 16 bytes a thread.
+constexpr int kPer = 4;  // 16-byte chunks per thread, all loads issued before the stores
+
+// grid (T, ceil(H / (8 · kThreads · kPer))): block y copies a slice of row ids[t].
 __global__ void embedding_vec_kernel(const bf16* __restrict__ table, int64_t V, int H,
                                      const int32_t* __restrict__ ids, bf16* __restrict__ out) {
   const int t = blockIdx.x;
-  const int c = blockIdx.y * kThreads + threadIdx.x;  // 8-element chunk of the row
-  if (c * 8 >= H) return;
+  const int c0 = blockIdx.y * kThreads * kPer + threadIdx.x;  // 8-element chunks of the row
   const int64_t id = ids[t];
-  detail::Bf16x8 v;
-  if (id >= 0 && id < V) {
-    v = detail::load8(table + id * H + c * 8);
-  } else {
-    const float zero[8] = {};
-    v = detail::from_float8(zero);
+  const bool valid = id >= 0 && id < V;
+  detail::Bf16x8 v[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int c = c0 + j * kThreads;
+    if (c * 8 < H) {
+      if (valid) {
+        v[j] = detail::load8(table + id * H + c * 8);
+      } else {
+        const float zero[8] = {};
+        v[j] = detail::from_float8(zero);
+      }
+    }
   }
-  detail::store8(out + static_cast<int64_t>(t) * H + c * 8, v);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int c = c0 + j * kThreads;
+    if (c * 8 < H) detail::store8(out + static_cast<int64_t>(t) * H + c * 8, v[j]);
+  }
 }
 
 // Any H and alignment: one element a thread.
@@ -46,7 +58,7 @@ Status embedding(const bf16* table, int64_t V, int H, const int32_t* ids, int T,
   if (T == 0) return Status();
   const bool vec = H % 8 == 0 && detail::aligned16(table) && detail::aligned16(out);
   if (vec) {
-    const dim3 grid(T, detail::ceil_div(H / 8, kThreads));
+    const dim3 grid(T, detail::ceil_div(H / 8, kThreads * kPer));
     embedding_vec_kernel<<<grid, kThreads, 0, stream>>>(table, V, H, ids, out);
   } else {
     const dim3 grid(T, detail::ceil_div(H, kThreads));

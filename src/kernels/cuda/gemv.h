@@ -21,4 +21,15 @@ Status gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16*
 // CTAs of the fast kernel for a shape (for the roofline's wave model).
 int gemv_ctas(int M, int N);
 
+// Benchmark only: the M = 1 kernel with an explicit configuration (threads per CTA, weight rows
+// per CTA, 16-byte loads in flight per row and thread), so `ceiling bench kernels` can compare
+// configurations in one run; gemv() uses the measured best. Built: t128 r4 u4, r2 u4, r1 u4,
+// r2 u2; t256 r1 u2, r2 u2, r1 u4; t64 r4 u4.
+struct GemvConfig {
+  int threads = 128, rows = 4, unroll = 4;
+};
+Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                        const __nv_bfloat16* bias, __nv_bfloat16* out, int N, int K,
+                        cudaStream_t stream);
+
 }  // namespace ceiling::cuda

@@ -24,11 +24,13 @@ __device__ __forceinline__ void norm_row(const bf16* x, bf16* residual, const bf
                                          SumFn sum) {
   const int chunks = H / 8;
   float r[kChunks][8];
+  detail::Bf16x8 wv[kChunks];  // loaded with x, so no DRAM round trip follows the reduction
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < kChunks; ++j) {
     const int c = lane + j * lanes;
     if (c < chunks) {
+      wv[j] = detail::load8(w + c * 8);
       detail::to_float8(detail::load8(x + c * 8), r[j]);
       if (residual) {
         float res[8];
@@ -49,7 +51,7 @@ __device__ __forceinline__ void norm_row(const bf16* x, bf16* residual, const bf
     const int c = lane + j * lanes;
     if (c < chunks) {
       float wf[8];
-      detail::to_float8(detail::load8(w + c * 8), wf);
+      detail::to_float8(wv[j], wf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) r[j][e] *= inv * wf[e];
       detail::store8(out + c * 8, detail::from_float8(r[j]));
@@ -57,9 +59,10 @@ __device__ __forceinline__ void norm_row(const bf16* x, bf16* residual, const bf
   }
 }
 
-// One CTA per row (large H).
+// One CTA per row (large H), at most kMaxBlock threads.
+constexpr int kMaxBlock = 512;
 template <int kChunks>
-__global__ void rms_norm_block_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w,
+__global__ void __launch_bounds__(kMaxBlock) rms_norm_block_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w,
                                       bf16* out, int H, float eps, RowLayout layout) {
   __shared__ float scratch[32];
   const int64_t off = layout.offset(blockIdx.x, H);
@@ -117,13 +120,14 @@ Status launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H, flo
     else
       rms_norm_warp_kernel<4><<<grid, 32 * kWarps, 0, stream>>>(x, residual, w, out, rows, H, eps, layout);
   } else {
-    // Two chunks (32 bytes of x) a thread where the block allows it; up to 4 for very wide rows.
+    // Two chunks (32 bytes of x) a thread up to H = 8192, four up to 16384, then the scalar path.
     const int threads2 = (chunks + 1) / 2;
-    if (threads2 <= 1024) {
+    if (threads2 <= kMaxBlock) {
       const int threads = (threads2 + 31) / 32 * 32;
       rms_norm_block_kernel<2><<<rows, threads, 0, stream>>>(x, residual, w, out, H, eps, layout);
-    } else if (chunks <= 4 * 1024) {
-      rms_norm_block_kernel<4><<<rows, 1024, 0, stream>>>(x, residual, w, out, H, eps, layout);
+    } else if (chunks <= 4 * kMaxBlock) {
+      const int threads = ((chunks + 3) / 4 + 31) / 32 * 32;
+      rms_norm_block_kernel<4><<<rows, threads, 0, stream>>>(x, residual, w, out, H, eps, layout);
     } else {
       rms_norm_scalar_kernel<<<rows, 1024, 0, stream>>>(x, residual, w, out, H, eps, layout);
     }

@@ -12,10 +12,45 @@ using detail::bf16;
 // One CTA per token. The token's cos/sin table [D/2] is computed once into shared memory; then
 // each head (Hq query heads, then Hkv key/value heads) is handled by `L` consecutive lanes
 // (L = next power of two ≥ D/16): lane j holds elements [8j, 8j+8) and [D/2+8j, D/2+8j+8).
+// A task's inputs: 8 elements of each half of the head, and of v for a KV head.
+struct TaskIn {
+  detail::Bf16x8 x1, x2, v1, v2;
+};
+
+__device__ __forceinline__ TaskIn load_task(const RopeKvArgs& a, int t, int h, int i0, bool on) {
+  TaskIn in{};
+  if (!on) return in;
+  const int half = a.D / 2;
+  if (h < a.Hq) {
+    const bf16* src = a.q + t * a.q_stride + static_cast<int64_t>(h) * a.D;
+    in.x1 = detail::load8(src + i0);
+    in.x2 = detail::load8(src + half + i0);
+  } else {
+    const int hk = h - a.Hq;
+    const bf16* src = a.k + t * a.k_stride + static_cast<int64_t>(hk) * a.D;
+    const bf16* vsrc = a.v + t * a.v_stride + static_cast<int64_t>(hk) * a.D;
+    in.x1 = detail::load8(src + i0);
+    in.x2 = detail::load8(src + half + i0);
+    in.v1 = detail::load8(vsrc + i0);
+    in.v2 = detail::load8(vsrc + half + i0);
+  }
+  return in;
+}
+
+// One CTA per token. The token's cos/sin table [D/2] is computed once into shared memory (while
+// the first heads' loads are in flight); then each head (Hq query heads, then Hkv key/value
+// heads) is handled by `L` consecutive lanes (L = next power of two ≥ D/16): lane j holds
+// elements [8j, 8j+8) and [D/2+8j, D/2+8j+8).
 template <int L>
 __global__ void rope_kv_kernel(RopeKvArgs a) {
   extern __shared__ float table[];  // cos [D/2], then sin [D/2]
   const int t = blockIdx.x, half = a.D / 2;
+  const int lane = threadIdx.x % L, tasks = a.Hq + a.Hkv, per_iter = blockDim.x / L;
+  const bool lane_on = lane * 16 < a.D;  // lanes past D/16 idle (D/16 not a power of two)
+  const int i0 = lane * 8;
+  const int h_first = threadIdx.x / L;
+  TaskIn in = load_task(a, t, h_first, i0, h_first < tasks && lane_on);
+
   const float pos = static_cast<float>(a.positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     float s, c;
@@ -28,22 +63,20 @@ __global__ void rope_kv_kernel(RopeKvArgs a) {
   const int64_t slot = a.slot_mapping[t];
   const int64_t num_slots = static_cast<int64_t>(a.num_blocks) * a.block_size;
   const bool write = slot >= 0 && slot < num_slots;
-  const int lane = threadIdx.x % L, tasks = a.Hq + a.Hkv, per_iter = blockDim.x / L;
-  const bool lane_on = lane * 16 < a.D;  // lanes past D/16 idle (D/16 not a power of two)
-  const int i0 = lane * 8;
 
   // Trip count is uniform across the block, so every lane reaches the shuffles.
   for (int base = 0; base < tasks; base += per_iter) {
-    const int h = base + threadIdx.x / L;
+    const int h = base + h_first;
     const bool on = h < tasks && lane_on;
     const bool is_q = h < a.Hq;
     const int hk = h - a.Hq;
-    const bf16* src = is_q ? a.q + t * a.q_stride + static_cast<int64_t>(h) * a.D
-                           : a.k + t * a.k_stride + static_cast<int64_t>(hk) * a.D;
-    float x1[8] = {}, x2[8] = {};
-    if (on) {
-      detail::to_float8(detail::load8(src + i0), x1);
-      detail::to_float8(detail::load8(src + half + i0), x2);
+    if (base > 0) in = load_task(a, t, h, i0, on);
+    float x1[8], x2[8];
+    detail::to_float8(in.x1, x1);
+    detail::to_float8(in.x2, x2);
+    if (!on) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x1[e] = x2[e] = 0.0f;
     }
     const bf16* norm_w = is_q ? a.q_norm_w : a.k_norm_w;
     if (a.q_norm_w) {  // per-head RMSNorm over the L lanes of this head
@@ -82,9 +115,8 @@ __global__ void rope_kv_kernel(RopeKvArgs a) {
       const int64_t off = ((block * a.Hkv + hk) * a.block_size + row) * a.D;
       detail::store8(a.k_cache + off + i0, o1);
       detail::store8(a.k_cache + off + half + i0, o2);
-      const bf16* vsrc = a.v + t * a.v_stride + static_cast<int64_t>(hk) * a.D;
-      detail::store8(a.v_cache + off + i0, detail::load8(vsrc + i0));
-      detail::store8(a.v_cache + off + half + i0, detail::load8(vsrc + half + i0));
+      detail::store8(a.v_cache + off + i0, in.v1);
+      detail::store8(a.v_cache + off + half + i0, in.v2);
     }
   }
 }

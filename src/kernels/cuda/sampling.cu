@@ -19,9 +19,12 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 
+// Radix histograms: one copy per pair of warps (the top digits of the weights fall into a few
+// bins, so a single shared histogram serializes on them), summed into copy 0 before the scan.
+constexpr int kHistCopies = kWarps / 2;
 struct SelectShared {
-  float mass[256];
-  unsigned count[256];
+  float mass[kHistCopies][256];
+  unsigned count[kHistCopies][256];
 };
 
 struct Shared {
@@ -141,19 +144,35 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
   bool exhausted = false;
   const int lane = threadIdx.x & 31;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += kThreads) {
-      sh.hist.mass[b] = 0.0f;
-      sh.hist.count[b] = 0;
+    for (int b = threadIdx.x; b < kHistCopies * 256; b += kThreads) {
+      sh.hist.mass[b / 256][b % 256] = 0.0f;
+      sh.hist.count[b / 256][b % 256] = 0;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < V; i += kThreads) {
-      const float wi = w[i];
+    const int copy = (threadIdx.x >> 5) / 2;
+    // Uniform trip count per warp, so the whole warp reaches __match_any_sync.
+    for (int base = 0; base < V; base += kThreads) {
+      const int i = base + threadIdx.x;
+      const float wi = i < V ? w[i] : 0.0f;
       const unsigned bits = __float_as_uint(wi);
-      if ((bits & mask) == prefix && pred(wi, i)) {
-        const int bin = (bits >> shift) & 255;
-        atomicAdd(&sh.hist.count[bin], 1u);
-        if (kMass) atomicAdd(&sh.hist.mass[bin], wi);
+      const bool in = i < V && (bits & mask) == prefix && pred(wi, i);
+      const int bin = in ? static_cast<int>((bits >> shift) & 255) : 256;
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      if (in) {
+        if (lane == __ffs(same) - 1) atomicAdd(&sh.hist.count[copy][bin], __popc(same));
+        if (kMass) atomicAdd(&sh.hist.mass[copy][bin], wi);
       }
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += kThreads) {
+      float m = 0.0f;
+      unsigned c = 0;
+      for (int k = 0; k < kHistCopies; ++k) {
+        m += sh.hist.mass[k][b];
+        c += sh.hist.count[k][b];
+      }
+      sh.hist.mass[0][b] = m;
+      sh.hist.count[0][b] = c;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -164,8 +183,8 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int bin = 255 - 8 * lane - j;
-        c[j] = sh.hist.count[bin];
-        m[j] = kMass ? sh.hist.mass[bin] : static_cast<float>(c[j]);
+        c[j] = sh.hist.count[0][bin];
+        m[j] = kMass ? sh.hist.mass[0][bin] : static_cast<float>(c[j]);
         own += m[j];
       }
       unsigned any = 0;
@@ -202,7 +221,7 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
   t.on = true;
   t.val = __uint_as_float(prefix);
   // Ties at val: the count is exact in the last histogram's bin.
-  const unsigned n_eq = sh.hist.count[prefix & 255];
+  const unsigned n_eq = sh.hist.count[0][prefix & 255];
   int j;
   if (exhausted) {
     j = static_cast<int>(n_eq);
@@ -264,8 +283,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     m = sh.scratch[threadIdx.x & 31];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    best_i = -block_max_int(best == m ? -best_i : -V, sh);  // lowest id holding the max
     best = m;
-    best_i = -block_max_int(best == m ? -best_i : -V, sh);
   }
   if (p.temperature == 0.0f) {
     if (threadIdx.x == 0) a.out[s] = best_i;

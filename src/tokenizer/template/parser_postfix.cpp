@@ -57,7 +57,6 @@ ExprPtr Parser::parse_subscript(ExprPtr obj) {
     args.push_back(parse_subscribed());
   }
   expect_op("]");
-  if (args.empty()) error(t, "expected a subscript");
   ExprPtr key;
   if (args.size() == 1) {
     key = std::move(args[0]);

@@ -63,8 +63,21 @@ Flow Renderer::exec_body(const Body& body, const ScopePtr& scope, std::string& o
   return Flow::kNormal;
 }
 
+// Errors not already located inside an expression get the statement's position.
 Flow Renderer::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
-  Budget::Nest nest(budget_);
+  try {
+    Budget::Nest nest(budget_);
+    return exec_inner(s, scope, out);
+  } catch (const LocatedError&) {
+    throw;
+  } catch (const ChatTemplateRaised&) {
+    throw;
+  } catch (const Error& err) {
+    throw LocatedError(fmt::format("line {} col {}: {}", s.line, s.col, err.what()));
+  }
+}
+
+Flow Renderer::exec_inner(const Stmt& s, const ScopePtr& scope, std::string& out) {
   switch (s.kind) {
     case StmtKind::kText:
       append(out, s.text);

@@ -59,6 +59,7 @@ class Renderer {
  private:
   Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out);
+  Flow exec_inner(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
   void exec_set(const Stmt& s, const ScopePtr& scope, Value v);
   Value make_macro(const Stmt& s, const ScopePtr& closure, std::string name);

@@ -1,0 +1,133 @@
+// CudaOps memory: the workspace arena (alloc), the weight upload, KV caches and host copies.
+#include <chrono>
+#include <vector>
+
+#include "core/check.h"
+#include "engine/cuda/cuda_ops.h"
+#include "engine/cuda/engine_kernels.h"
+#include "kernels/cpu/ref.h"
+
+namespace ceiling::engine {
+
+using cuda_impl::bf16;
+
+// ---- memory -------------------------------------------------------------------------------
+
+TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
+                 "CudaOps::alloc: not allowed inside a graph step");
+  TensorView t(nullptr, dtype, shape, Device::kCuda);
+  for (int i = 0; i < t.ndim; ++i)
+    CEILING_ENSURE(t.shape[i] >= 0, "CudaOps::alloc: negative size {}", t.shape_str());
+  t.data = arena_.allocate(t.nbytes());
+  // 0xFF bytes: NaN in bf16/f16/f32, so a read before a write shows.
+  CEILING_CUDA_CHECK(cudaMemsetAsync(t.data, 0xFF, t.nbytes(), stream_));
+  if (t.ndim >= 2) row_cap_ = std::min(row_cap_, t.shape[0]);
+  stats_.arena_bytes = arena_.bytes_reserved();
+  return t;
+}
+
+const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeights& host) {
+  CEILING_ENSURE(!uploaded_, "CudaOps::upload: weights were already uploaded");
+  check_weights(config, host, Device::kCpu);
+  const int D = config.head_dim;
+  CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
+                 "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
+  const auto t0 = std::chrono::steady_clock::now();
+  weights_ = cuda_impl::upload_weights(config, host, stream_, options_.upload_progress);
+  stats_.upload_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats_.upload_bytes = weights_.source_bytes;
+  stats_.weight_bytes = weights_.storage.bytes();
+  config_ = config;
+  const std::vector<float> inv = cpu::rope_inv_freq(config);
+  inv_freq_ = static_cast<float*>(arena_.allocate(inv.size() * sizeof(float)));
+  CEILING_CUDA_CHECK(
+      cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  fallback_rope_ = D % 16 != 0;
+  uploaded_ = true;
+  return weights_.views;
+}
+
+const ModelWeights& CudaOps::weights() const {
+  CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
+  return weights_.views;
+}
+
+const ModelConfig& CudaOps::config() const {
+  CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
+  return config_;
+}
+
+KvCache CudaOps::alloc_kv_cache(int num_blocks, int block_size) {
+  const ModelConfig& c = config();
+  CEILING_ENSURE(num_blocks > 0 && block_size > 0,
+                 "KV cache: num_blocks {} and block_size {} must be positive", num_blocks,
+                 block_size);
+  // Per layer K and V each [num_blocks + 1, Hkv, block_size, D]: the extra block is the dummy.
+  const size_t per =
+      static_cast<size_t>(num_blocks + 1) * c.num_kv_heads * block_size * c.head_dim * sizeof(bf16);
+  KvAlloc a;
+  a.mem = cuda_impl::DeviceBuffer(per * 2 * c.num_layers);
+  CEILING_CUDA_CHECK(cudaMemsetAsync(a.mem.get(), 0, a.mem.bytes(), stream_));
+  KvCache kv{c.num_layers, num_blocks,   block_size, c.num_kv_heads,
+             c.head_dim,   DType::kBF16, {},         {}};
+  char* base = static_cast<char*>(a.mem.get());
+  for (int l = 0; l < c.num_layers; ++l) {
+    for (int which = 0; which < 2; ++which) {
+      TensorView t(base + per * (2 * l + which), DType::kBF16,
+                   {num_blocks, c.num_kv_heads, block_size, c.head_dim}, Device::kCuda);
+      (which ? kv.v : kv.k).push_back(t);
+    }
+  }
+  a.k0 = kv.k[0].data;
+  kv_allocs_.push_back(std::move(a));
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return kv;
+}
+
+void CudaOps::to_host(const TensorView& src, float* dst) {
+  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
+                 "CudaOps::to_host: not allowed inside a graph step (results exist after lm_head)");
+  CEILING_ENSURE(src.device == Device::kCuda && src.is_contiguous(),
+                 "CudaOps::to_host: needs a contiguous device view (got {})", src.shape_str());
+  materialize_qkv();  // q/k/v views hold their values only after this
+  const size_t n = static_cast<size_t>(src.numel());
+  if (src.dtype == DType::kF32) {
+    CEILING_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, n * 4, cudaMemcpyDeviceToHost, stream_));
+    CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  CEILING_ENSURE(src.dtype == DType::kBF16, "CudaOps::to_host: dtype {} not supported",
+                 dtype_name(src.dtype));
+  std::vector<uint16_t> tmp(n);
+  CEILING_CUDA_CHECK(cudaMemcpyAsync(tmp.data(), src.data, n * 2, cudaMemcpyDeviceToHost, stream_));
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(tmp[i]);
+}
+
+void CudaOps::from_host(const float* src, const TensorView& dst) {
+  CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
+                 "CudaOps::from_host: not allowed inside a graph step");
+  CEILING_ENSURE(dst.device == Device::kCuda && dst.is_contiguous(),
+                 "CudaOps::from_host: needs a contiguous device view (got {})", dst.shape_str());
+  materialize_qkv();  // a pending split would overwrite what is written here
+  const size_t n = static_cast<size_t>(dst.numel());
+  if (dst.dtype == DType::kF32) {
+    CEILING_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, n * 4, cudaMemcpyHostToDevice, stream_));
+  } else {
+    CEILING_ENSURE(dst.dtype == DType::kBF16, "CudaOps::from_host: dtype {} not supported",
+                   dtype_name(dst.dtype));
+    std::vector<uint16_t> tmp(n);
+    for (size_t i = 0; i < n; ++i) tmp[i] = f32_to_bf16(src[i]);
+    CEILING_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, tmp.data(), n * 2, cudaMemcpyHostToDevice, stream_));
+  }
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::synchronize() {
+  CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace ceiling::engine
