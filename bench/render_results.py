@@ -127,6 +127,48 @@ def kernel_section(name, run, img_dir, md_dir):
     return out
 
 
+def first(d, *keys):
+    for k in keys:
+        if d.get(k) is not None:
+            return d[k]
+    return None
+
+
+def generic_cases_section(name, run):
+    """Result files of another tool that still list cases with op and shape (e.g. attention)."""
+    out = [f"## {run.get('gpu') or run.get('ceilings', {}).get('gpu', '')} — {name}", ""]
+    if run.get("tool"):
+        out.append(f"- tool: {run['tool']}; git `{run.get('git_sha')}`")
+    if run.get("ceilings"):
+        out.append("- ceilings: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                              for k, v in run["ceilings"].items() if not isinstance(v, dict)))
+    out += ["", "| kernel | shape | median µs | GB/s | TFLOP/s | baseline | baseline µs | speedup | check |",
+            "|" + "---|" * 9]
+    for c in run["cases"]:
+        b = c.get("torch_baseline") or c
+        med = first(c, "median_us")
+        if med is None and c.get("time_ms_median") is not None:
+            med = c["time_ms_median"] * 1e3
+        base = b.get("baseline_ms")
+        out.append("| " + " | ".join([
+            str(c.get("op", "")), str(c.get("shape", "")), fmt(med, ".2f"), fmt(first(c, "GBps", "gbps"), ".0f"),
+            fmt(first(c, "TFLOPs", "tflops"), ".2f"), str(b.get("baseline_name") or ""),
+            fmt(base * 1e3 if isinstance(base, (int, float)) else None, ".2f"),
+            fmt(b.get("speedup_vs_baseline"), ".2f"),
+            "pass" if first(c, "pass", "passed") else "**FAIL**",
+        ]) + " |")
+    return out + [""]
+
+
+def scalars_section(name, run):
+    """Any other result object: its top-level numbers and strings, as recorded."""
+    out = [f"### {name}", "", "| field | value |", "|---|---|"]
+    for k, v in run.items():
+        if isinstance(v, (int, float, str, bool)) and not isinstance(v, bool) or isinstance(v, bool):
+            out.append(f"| {k} | {fmt(v, '.4g') if isinstance(v, float) else v} |")
+    return out + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
@@ -147,10 +189,16 @@ def main():
             except json.JSONDecodeError as e:
                 others.append(f"- `{os.path.basename(path)}`: unreadable ({e})")
                 continue
+        base = os.path.basename(path)
         if isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
-            lines += kernel_section(os.path.basename(path), run, img_dir, md_dir)
+            lines += kernel_section(base, run, img_dir, md_dir)
+        elif isinstance(run, dict) and isinstance(run.get("cases"), list) and all(
+                isinstance(c, dict) and "op" in c for c in run["cases"]):
+            lines += generic_cases_section(base, run)
+        elif isinstance(run, dict):
+            others += scalars_section(base, run)
         else:
-            others.append(f"- `{os.path.basename(path)}`")
+            others.append(f"- `{base}`: not a JSON object")
     if others:
         lines += ["## Other result files", ""] + others + [""]
     with open(a.out, "w") as f:

@@ -46,12 +46,12 @@ namespace ceiling::bench {
 
 // Work of one run of a case (one call of run()).
 struct Cost {
-  double flops = 0;              // floating-point operations; an FMA counts 2
-  double bytes = 0;              // fewest bytes through device memory: inputs once, outputs once
-  DType math = DType::kF32;      // unit the FLOPs run on: kBF16 = tensor cores, kF32 = CUDA cores
-  int64_t tiles = 0;             // output tiles of a tiled (GEMM-like) kernel for the roofline's
-                                 // wave model; 0 = not wave-quantized (streaming kernels)
-  int launches = 1;              // kernel launches per run
+  double flops = 0;          // floating-point operations; an FMA counts 2
+  double bytes = 0;          // fewest bytes through device memory: inputs once, outputs once
+  DType math = DType::kF32;  // unit the FLOPs run on: kBF16 = tensor cores, kF32 = CUDA cores
+  int64_t tiles = 0;         // output tiles of a tiled (GEMM-like) kernel for the roofline's
+                             // wave model; 0 = not wave-quantized (streaming kernels)
+  int launches = 1;          // kernel launches per run
 };
 
 // Outcome of check(): the worst relative error over the op's outputs.
@@ -68,8 +68,8 @@ class KernelCase {
   virtual ~KernelCase() = default;
 
   // Identity, as written into the result JSON.
-  virtual std::string op() const = 0;                 // e.g. "rms_norm_residual"
-  virtual std::string shape() const = 0;              // e.g. "T=1 H=4096"
+  virtual std::string op() const = 0;     // e.g. "rms_norm_residual"
+  virtual std::string shape() const = 0;  // e.g. "T=1 H=4096"
   virtual std::string dtype() const { return "bf16"; }
   // The shape as numbers, for the PyTorch baseline script: e.g. {"T": 1, "H": 4096}.
   virtual nlohmann::json params() const = 0;

@@ -102,13 +102,16 @@ nlohmann::json MeasuredCeilings::to_json() const {
           {"launch_graph_us", launch_graph_us},
           {"small_kernel_us", small_kernel_us},
           {"method",
-           {{"read_gbps", "16-byte streaming loads over a 4 GiB random buffer, best of 3 grids, "
-                          "median of 20"},
-            {"bf16_gemm_tflops", "cuBLASLt 8192x8192x8192 bf16, fp32 compute, random data, "
-                                 "median of 20"},
+           {{"read_gbps",
+             "16-byte streaming loads over a 4 GiB random buffer, best of 3 grids, "
+             "median of 20"},
+            {"bf16_gemm_tflops",
+             "cuBLASLt 8192x8192x8192 bf16, fp32 compute, random data, "
+             "median of 20"},
             {"launch_graph_us", "graph of 200 empty kernels, per node, median of 20"},
-            {"small_kernel_us", "graph of 200 one-CTA kernels each reading 1 KB of cold memory, "
-                                "per node"}}}};
+            {"small_kernel_us",
+             "graph of 200 one-CTA kernels each reading 1 KB of cold memory, "
+             "per node"}}}};
 }
 
 MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
@@ -151,12 +154,16 @@ MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
     DeviceBuffer cold(200 * kStride), flush(size_t{256} << 20), sink(4096);
     fill_uniform(cold.as<__nv_bfloat16>(), cold.bytes() / 2, 3, -1.0f, 1.0f, s);
     fill_uniform(flush.as<__nv_bfloat16>(), flush.bytes() / 2, 4, -1.0f, 1.0f, s);
-    m.launch_graph_us = graph_node_us(s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); }, [] {});
+    m.launch_graph_us = graph_node_us(
+        s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); }, [] {});
     int node = 0;
     const size_t n16 = flush.bytes() / 16;
     m.small_kernel_us = graph_node_us(
         s, 200,
-        [&] { tiny_kernel<<<1, 256, 0, s>>>(cold.as<int>() + (node++ % 200) * (kStride / 4), sink.as<int>()); },
+        [&] {
+          tiny_kernel<<<1, 256, 0, s>>>(cold.as<int>() + (node++ % 200) * (kStride / 4),
+                                        sink.as<int>());
+        },
         [&] {  // evict the 200 lines: stream 256 MB of other data through the L2
           read_kernel<4><<<sms * 8, 256, 0, s>>>(flush.as<const uint4>(), n16, sink.as<uint32_t>());
         });

@@ -16,7 +16,8 @@ double rel_err(std::span<const float> out, std::span<const float> ref) {
                  ref.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i]) && std::isfinite(ref[i])) return std::numeric_limits<double>::infinity();
+    if (!std::isfinite(out[i]) && std::isfinite(ref[i]))
+      return std::numeric_limits<double>::infinity();
     const double d = static_cast<double>(out[i]) - ref[i];
     num += d * d;
     den += static_cast<double>(ref[i]) * ref[i];
@@ -52,6 +53,8 @@ std::vector<float> round_bf16(std::span<const float> v) {
   return r;
 }
 
-std::string err_str(const std::string& name, double err) { return fmt::format("{} {:.2e}", name, err); }
+std::string err_str(const std::string& name, double err) {
+  return fmt::format("{} {:.2e}", name, err);
+}
 
 }  // namespace ceiling::bench

@@ -22,8 +22,10 @@ __global__ void fill_kernel(T* p, size_t n, uint64_t seed, float lo, float hi) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
     const float v = lo + (hi - lo) * unit(seed, i);
-    if constexpr (sizeof(T) == 2) p[i] = __float2bfloat16(v);
-    else p[i] = v;
+    if constexpr (sizeof(T) == 2)
+      p[i] = __float2bfloat16(v);
+    else
+      p[i] = v;
   }
 }
 

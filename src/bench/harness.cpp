@@ -59,7 +59,8 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   const int copies = copies_for(c.set_bytes(), rotate_bytes);
   c.setup(copies, opt.seed, s);
   const CheckResult chk = c.check(s);
-  j["max_rel_err"] = std::isfinite(chk.max_rel_err) ? nlohmann::json(chk.max_rel_err) : nlohmann::json("inf");
+  j["max_rel_err"] =
+      std::isfinite(chk.max_rel_err) ? nlohmann::json(chk.max_rel_err) : nlohmann::json("inf");
   j["tolerance"] = chk.tolerance;
   j["check_detail"] = chk.detail;
   j["passed"] = chk.passed();
@@ -126,12 +127,16 @@ int run_kernel_bench(const BenchOptions& opt) {
   run["device"] = dev;
   run["clocks"] = clocks();
   fmt::print("ceiling bench kernels: {} ({}), driver {}, git {}\n", run["gpu"].get<std::string>(),
-             dev.value("sm_count", 0), run["driver"].get<std::string>(), run["git_sha"].get<std::string>());
-  const MeasuredCeilings m = measure_ceilings(s, opt.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
+             dev.value("sm_count", 0), run["driver"].get<std::string>(),
+             run["git_sha"].get<std::string>());
+  const MeasuredCeilings m =
+      measure_ceilings(s, opt.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
   run["clocks_after_ceilings"] = clocks();
   run["measured_ceilings"] = m.to_json();
-  fmt::print("measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel {:.2f} us\n",
-             m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us);
+  fmt::print(
+      "measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel "
+      "{:.2f} us\n",
+      m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us);
   const roofline::GpuCeilings gpu = ceilings_for_run(dev, m);
   run["roofline"] = {{"gpu_id", gpu.gpu_id},
                      {"layer", 2},
@@ -151,7 +156,10 @@ int run_kernel_bench(const BenchOptions& opt) {
     try {
       j = run_case(*c, opt, gpu, m, rotate, s);
     } catch (const Error& e) {
-      j = {{"op", c->op()}, {"shape", c->shape()}, {"dtype", c->dtype()}, {"passed", false},
+      j = {{"op", c->op()},
+           {"shape", c->shape()},
+           {"dtype", c->dtype()},
+           {"passed", false},
            {"error", e.what()}};
       fmt::print("{:<22} {:<34} ERROR {}\n", c->op(), c->shape(), e.what());
       cudaGetLastError();
@@ -160,12 +168,13 @@ int run_kernel_bench(const BenchOptions& opt) {
     all_ok = all_ok && j.value("passed", false);
     if (j.contains("time_ms_median")) {
       const double rel = j["max_rel_err"].is_number() ? j["max_rel_err"].get<double>() : INFINITY;
-      fmt::print("{:<22} {:<34} {:>10.2f} {:>8.0f} {:>6.1f} {:>7.2f} {:>10.2f} {:>6.2f} {:>9.2e} {}\n",
-                 j["op"].get<std::string>(), j["shape"].get<std::string>(),
-                 j["time_ms_median"].get<double>() * 1e3, j["gbps"].get<double>(),
-                 j["pct_read_bw"].get<double>(), j["tflops"].get<double>(),
-                 j["predicted_ms"].get<double>() * 1e3, j["gap"].get<double>(), rel,
-                 j["passed"].get<bool>() ? "ok" : "FAIL " + j["check_detail"].get<std::string>());
+      fmt::print(
+          "{:<22} {:<34} {:>10.2f} {:>8.0f} {:>6.1f} {:>7.2f} {:>10.2f} {:>6.2f} {:>9.2e} {}\n",
+          j["op"].get<std::string>(), j["shape"].get<std::string>(),
+          j["time_ms_median"].get<double>() * 1e3, j["gbps"].get<double>(),
+          j["pct_read_bw"].get<double>(), j["tflops"].get<double>(),
+          j["predicted_ms"].get<double>() * 1e3, j["gap"].get<double>(), rel,
+          j["passed"].get<bool>() ? "ok" : "FAIL " + j["check_detail"].get<std::string>());
     }
     std::fflush(stdout);
     results.push_back(std::move(j));

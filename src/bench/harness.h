@@ -11,12 +11,12 @@
 namespace ceiling::bench {
 
 struct BenchOptions {
-  std::string filter = ".*";  // ECMAScript regex searched in "op shape"
-  std::string out;            // result JSON path ("" = none)
-  int reps = 100;             // timed replays per case (≥ 50 for published runs)
-  bool list = false;          // print the matching cases, run nothing
+  std::string filter = ".*";    // ECMAScript regex searched in "op shape"
+  std::string out;              // result JSON path ("" = none)
+  int reps = 100;               // timed replays per case (≥ 50 for published runs)
+  bool list = false;            // print the matching cases, run nothing
   bool quick_ceilings = false;  // 1 GiB read instead of 4 GiB (smoke runs only)
-  uint64_t seed = 0x5eed;     // fixed: benchmark inputs are reproducible
+  uint64_t seed = 0x5eed;       // fixed: benchmark inputs are reproducible
 };
 
 // Returns the process exit code: 0 when every case passed its check, 1 otherwise.

@@ -44,7 +44,8 @@ std::string git_sha() {
   const std::string dir = CEILING_SOURCE_DIR_FOR_GIT;
   const std::string sha = capture("git -C '" + dir + "' rev-parse --short HEAD");
   if (!sha.empty()) {
-    const bool dirty = !capture("git -C '" + dir + "' status --porcelain --untracked-files=no").empty();
+    const bool dirty =
+        !capture("git -C '" + dir + "' status --porcelain --untracked-files=no").empty();
     return sha + (dirty ? "-dirty" : "");
   }
 #endif
@@ -83,7 +84,8 @@ nlohmann::json device_info() {
   int drv = 0, rt = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);
-  const std::string smi = capture("nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0");
+  const std::string smi =
+      capture("nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0");
   j["driver"] = smi.empty() ? std::to_string(drv) : smi;
   j["cuda_runtime"] = rt;
   return j;

@@ -1,10 +1,11 @@
+#include "bench/timing.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/timing.h"
 #include "core/check.h"
 
 namespace ceiling::bench {
@@ -90,7 +91,8 @@ int copies_for(size_t set_bytes, size_t rotate_bytes, int max_copies) {
 Timing time_case(KernelCase& c, int copies, const TimingOptions& opt, cudaStream_t s) {
   // Estimate: single-run graphs over a few sets.
   std::vector<std::unique_ptr<Graph>> single;
-  for (int i = 0; i < std::min(copies, 4); ++i) single.push_back(std::make_unique<Graph>(c, i, 1, copies, s));
+  for (int i = 0; i < std::min(copies, 4); ++i)
+    single.push_back(std::make_unique<Graph>(c, i, 1, copies, s));
   replay(single, 8, s);
   const double est_ms = median(replay(single, 8, s));
   single.clear();

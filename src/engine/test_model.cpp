@@ -258,7 +258,9 @@ void make_test_model(const MakeTestModelOptions& o) {
     const TensorDecl& d = decls[k];
     int64_t n = 1;
     for (int64_t s : d.shape) n *= s;
-    const auto [scale, offset] = weight_scale(d);
+    // Plain variables, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const auto scale_offset = weight_scale(d);
+    const float scale = scale_offset.first, offset = scale_offset.second;
     for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
       const int64_t len = std::min(kChunk, n - c0);
       buf.resize(static_cast<size_t>(len));

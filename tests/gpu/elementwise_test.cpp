@@ -1,7 +1,8 @@
 // Embedding, RMSNorm (+ residual, per-head), SiLU-mul vs the CPU reference at awkward sizes.
+#include "bench/cases/elementwise.h"
+
 #include <cuda_bf16.h>
 
-#include "bench/cases/elementwise.h"
 #include "gpu_test_util.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/rms_norm.h"
@@ -29,7 +30,8 @@ TEST(GpuEmbedding, OutOfRangeIdsGiveZeroRows) {
   to_device(ids.as<int32_t>(), std::vector<int32_t>{-1, 5, 1 << 30, 2}, s);
   poison(out.get(), T * H * 2, s);
   ASSERT_TRUE(cuda::embedding(table.as<__nv_bfloat16>(), V, H, ids.as<int32_t>(), T,
-                              out.as<__nv_bfloat16>(), s).ok());
+                              out.as<__nv_bfloat16>(), s)
+                  .ok());
   const auto o = bench::to_f32(to_host(out.as<__nv_bfloat16>(), T * H, s));
   for (int i = 0; i < 3 * H; ++i) EXPECT_EQ(o[i], 0.0f) << i;
   for (int i = 3 * H; i < 4 * H; ++i) EXPECT_GE(o[i], 1.0f) << i;
@@ -50,7 +52,8 @@ TEST(GpuRmsNorm, PerHeadNormInPlace) {
   for (int T : {1, 5})
     for (int heads : {1, 3, 32})
       for (int D : {64, 128, 72})
-        for (int gap : {0, 8, 5}) expect_case_passes(*bench::make_rms_norm_heads_case(T, heads, D, heads * D + gap), s);
+        for (int gap : {0, 8, 5})
+          expect_case_passes(*bench::make_rms_norm_heads_case(T, heads, D, heads * D + gap), s);
 }
 
 TEST(GpuRmsNorm, RejectsBadShapes) {
@@ -65,7 +68,8 @@ TEST(GpuSiluMul, MatchesReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (int T : {1, 3, 33})
-    for (int I : {1, 7, 8, 13, 4096, 4101, 14336}) expect_case_passes(*bench::make_silu_mul_case(T, I), s);
+    for (int I : {1, 7, 8, 13, 4096, 4101, 14336})
+      expect_case_passes(*bench::make_silu_mul_case(T, I), s);
   EXPECT_FALSE(cuda::silu_mul(nullptr, 1, 0, nullptr, s).ok());
 }
 

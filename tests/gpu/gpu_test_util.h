@@ -3,8 +3,9 @@
 //   fresh_seed()            a new random seed per run, recorded in the test's XML and trace;
 //   fill_uniform / poison   device-side random fills (never zeros) and NaN poisoning
 //                           (bench/device_util.h), DeviceBuffer, to_host / to_device;
-//   rel_err                 ‖out − ref‖ / ‖ref‖ with non-finite outputs failing (bench/check_util.h);
-//   expect_case_passes(c)   sets a benchmark case up with one input set and asserts its check().
+//   rel_err                 ‖out − ref‖ / ‖ref‖ with non-finite outputs failing
+//   (bench/check_util.h); expect_case_passes(c)   sets a benchmark case up with one input set and
+//   asserts its check().
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,14 +19,13 @@
 #include "bench/check_util.h"
 #include "bench/device_util.h"
 
-#define CEILING_REQUIRE_GPU()                                              \
-  do {                                                                     \
-    int ceiling_gpu_count_ = 0;                                            \
-    if (cudaGetDeviceCount(&ceiling_gpu_count_) != cudaSuccess ||          \
-        ceiling_gpu_count_ == 0) {                                         \
-      cudaGetLastError();                                                  \
-      GTEST_SKIP() << "no CUDA device";                                    \
-    }                                                                      \
+#define CEILING_REQUIRE_GPU()                                                                \
+  do {                                                                                       \
+    int ceiling_gpu_count_ = 0;                                                              \
+    if (cudaGetDeviceCount(&ceiling_gpu_count_) != cudaSuccess || ceiling_gpu_count_ == 0) { \
+      cudaGetLastError();                                                                    \
+      GTEST_SKIP() << "no CUDA device";                                                      \
+    }                                                                                        \
   } while (0)
 
 namespace ceiling::gpu_test {

@@ -1,6 +1,7 @@
 // GEMV, cuBLASLt and the dispatcher vs cpu::linear: M 1..16 (and beyond for cuBLASLt), N and K
 // off the tiles (primes, K % 8 != 0 takes the scalar GEMV), bias, f32 output.
 #include "bench/cases/linear.h"
+
 #include "gpu_test_util.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
@@ -19,7 +20,8 @@ TEST(GpuGemv, MatchesReference) {
       for (int K : {8, 7, 24, 1003, 4096})
         for (bool bias : {false, true})
           expect_case_passes(*bench::make_linear_case(LinearImpl::kGemv, M, N, K, bias,
-                                                      (M + N) % 2 ? DType::kF32 : DType::kBF16), s);
+                                                      (M + N) % 2 ? DType::kF32 : DType::kBF16),
+                             s);
 }
 
 TEST(GpuGemv, RejectsLargeM) {
@@ -37,7 +39,8 @@ TEST(GpuCublasLt, MatchesReference) {
       for (int K : {16, 1000}) {
         expect_case_passes(*bench::make_linear_case(LinearImpl::kCublasLt, M, N, K, false), s);
         expect_case_passes(*bench::make_linear_case(LinearImpl::kCublasLt, M, N, K, true), s);
-        expect_case_passes(*bench::make_linear_case(LinearImpl::kCublasLt, M, N, K, false, DType::kF32), s);
+        expect_case_passes(
+            *bench::make_linear_case(LinearImpl::kCublasLt, M, N, K, false, DType::kF32), s);
       }
 }
 

@@ -1,6 +1,7 @@
 // Fused RoPE + paged KV write (and the Qwen3 q/k norm) vs cpu::rope + cpu::kv_write: scattered
 // blocks, contexts ending mid-block, skipped slots (-1), untouched cache slots still poisoned.
 #include "bench/cases/rope_kv.h"
+
 #include "gpu_test_util.h"
 #include "kernels/cuda/rope_kv.h"
 

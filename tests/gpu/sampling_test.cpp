@@ -1,6 +1,7 @@
 // GPU argmax and sampler vs src/kernels/cpu/ (same u ⇒ same token except at rounding
 // boundaries), the token-count kernels, and the uniforms.
 #include "bench/cases/sampling.h"
+
 #include "gpu_test_util.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cuda/sampling.h"
@@ -52,7 +53,8 @@ TEST(GpuSampler, UniformsMatchCpu) {
   DeviceBuffer ds(S * 8), dt(S * 8), du(S * 4);
   to_device(ds.as<uint64_t>(), seeds, s);
   to_device(dt.as<int64_t>(), steps, s);
-  ASSERT_TRUE(cuda::sampling_uniforms(ds.as<uint64_t>(), dt.as<int64_t>(), S, du.as<float>(), s).ok());
+  ASSERT_TRUE(
+      cuda::sampling_uniforms(ds.as<uint64_t>(), dt.as<int64_t>(), S, du.as<float>(), s).ok());
   const auto u = to_host(du.as<float>(), S, s);
   for (int i = 0; i < S; ++i) EXPECT_EQ(u[i], cpu::sampling_uniform(seeds[i], steps[i])) << i;
 }
@@ -67,8 +69,12 @@ TEST(GpuSampler, CountKernels) {
   to_device(tok.as<int32_t>(), std::vector<int32_t>{3, -1}, s);
   to_device(rmap.as<int32_t>(), std::vector<int32_t>{2, 0}, s);
   ASSERT_TRUE(cuda::counts_add_prompt(counts.as<int32_t>(), V, 2, ids.as<int32_t>(), 4, s).ok());
-  ASSERT_TRUE(cuda::counts_add_generated(counts.as<int32_t>(), V, rmap.as<int32_t>(), tok.as<int32_t>(), 2, s).ok());
-  ASSERT_TRUE(cuda::counts_add_generated(counts.as<int32_t>(), V, rmap.as<int32_t>(), tok.as<int32_t>(), 2, s).ok());
+  ASSERT_TRUE(cuda::counts_add_generated(counts.as<int32_t>(), V, rmap.as<int32_t>(),
+                                         tok.as<int32_t>(), 2, s)
+                  .ok());
+  ASSERT_TRUE(cuda::counts_add_generated(counts.as<int32_t>(), V, rmap.as<int32_t>(),
+                                         tok.as<int32_t>(), 2, s)
+                  .ok());
   const auto c = to_host(counts.as<int32_t>(), rows * V, s);
   EXPECT_EQ(c[2 * V + 3], cuda::kPromptBit | 2);
   EXPECT_EQ(c[2 * V + 49], cuda::kPromptBit);

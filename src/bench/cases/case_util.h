@@ -21,7 +21,9 @@ class Pool {
  public:
   Pool() = default;
   Pool(size_t n, int copies)
-      : n_(n), stride_((n * sizeof(T) + 255) / 256 * 256 / sizeof(T)), copies_(copies),
+      : n_(n),
+        stride_((n * sizeof(T) + 255) / 256 * 256 / sizeof(T)),
+        copies_(copies),
         buf_(stride_ * sizeof(T) * static_cast<size_t>(copies)) {}
   T* at(int set) const { return buf_.as<T>() + stride_ * static_cast<size_t>(set); }
   size_t n() const { return n_; }
@@ -47,9 +49,13 @@ class CaseBase : public KernelCase {
   uint64_t check_seed() { return seed_ * 0x9E3779B97F4A7C15ull + 0xC0FFEEull + ++checks_; }
 };
 
-inline size_t bf16_bytes(double n) { return static_cast<size_t>(n * 2); }
+inline size_t bf16_bytes(double n) {
+  return static_cast<size_t>(n * 2);
+}
 
 // Pieces of shape strings: "T=1 H=4096".
-inline std::string kv(const char* k, long long v) { return std::string(k) + "=" + std::to_string(v); }
+inline std::string kv(const char* k, long long v) {
+  return std::string(k) + "=" + std::to_string(v);
+}
 
 }  // namespace ceiling::bench

@@ -69,7 +69,9 @@ class RmsNormCase : public CaseBase {
   RmsNormCase(int rows, int H, bool residual) : rows_(rows), H_(H), residual_(residual) {}
   std::string op() const override { return residual_ ? "rms_norm_residual" : "rms_norm"; }
   std::string shape() const override { return kv("T", rows_) + " " + kv("H", H_); }
-  nlohmann::json params() const override { return {{"T", rows_}, {"H", H_}, {"residual", residual_}}; }
+  nlohmann::json params() const override {
+    return {{"T", rows_}, {"H", H_}, {"residual", residual_}};
+  }
   std::string baseline_name() const override {
     return residual_ ? "x + r; F.rms_norm (torch composite)" : "F.rms_norm";
   }
@@ -80,7 +82,9 @@ class RmsNormCase : public CaseBase {
     c.flops = n * (residual_ ? 5 : 4);
     return c;
   }
-  size_t set_bytes() const override { return bf16_bytes(double(rows_) * H_ * (residual_ ? 3 : 2) + H_); }
+  size_t set_bytes() const override {
+    return bf16_bytes(double(rows_) * H_ * (residual_ ? 3 : 2) + H_);
+  }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
     const size_t n = size_t(rows_) * H_;
@@ -124,8 +128,10 @@ class RmsNormCase : public CaseBase {
   // set < 0: all sets.
   void fill(uint64_t sd, cudaStream_t s, int set) {
     auto f = [&](Pool<bf16>& p, uint64_t k, float lo, float hi) {
-      if (set < 0) fill_uniform(p.base(), p.total(), sd + k, lo, hi, s);
-      else fill_uniform(p.at(set), p.n(), sd + k, lo, hi, s);
+      if (set < 0)
+        fill_uniform(p.base(), p.total(), sd + k, lo, hi, s);
+      else
+        fill_uniform(p.at(set), p.n(), sd + k, lo, hi, s);
     };
     f(x_, 1, -2.0f, 2.0f);
     f(w_, 2, 0.5f, 1.5f);
@@ -138,10 +144,12 @@ class RmsNormCase : public CaseBase {
 
 class RmsNormHeadsCase : public CaseBase {
  public:
-  RmsNormHeadsCase(int T, int heads, int D, int stride) : T_(T), heads_(heads), D_(D), stride_(stride) {}
+  RmsNormHeadsCase(int T, int heads, int D, int stride)
+      : T_(T), heads_(heads), D_(D), stride_(stride) {}
   std::string op() const override { return "rms_norm_heads"; }
   std::string shape() const override {
-    return kv("T", T_) + " " + kv("heads", heads_) + " " + kv("D", D_) + " " + kv("stride", stride_);
+    return kv("T", T_) + " " + kv("heads", heads_) + " " + kv("D", D_) + " " +
+           kv("stride", stride_);
   }
   nlohmann::json params() const override {
     return {{"T", T_}, {"heads", heads_}, {"D", D_}, {"stride", stride_}};
@@ -179,8 +187,8 @@ class RmsNormHeadsCase : public CaseBase {
     CheckResult r;
     for (int t = 0; t < T_; ++t) {
       float* row = ref.data() + size_t(t) * stride_;
-      cpu::rms_norm(row, nullptr, TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {D_}), heads_,
-                    D_, kEps, row);
+      cpu::rms_norm(row, nullptr, TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {D_}),
+                    heads_, D_, kEps, row);
       for (int i = heads_ * D_; i < stride_; ++i)
         if (std::memcmp(&out[size_t(t) * stride_ + i], &x[size_t(t) * stride_ + i], 4) != 0)
           r.failure = "write outside the heads at token " + std::to_string(t);
@@ -217,7 +225,9 @@ class SiluMulCase : public CaseBase {
     out_ = Pool<bf16>(size_t(T_) * I_, copies);
     fill_uniform(in_.base(), in_.total(), seed, -4.0f, 4.0f, s);
   }
-  Status run(int set, cudaStream_t s) override { return cuda::silu_mul(in_.at(set), T_, I_, out_.at(set), s); }
+  Status run(int set, cudaStream_t s) override {
+    return cuda::silu_mul(in_.at(set), T_, I_, out_.at(set), s);
+  }
   CheckResult check(cudaStream_t s) override {
     fill_uniform(in_.at(0), in_.n(), check_seed(), -4.0f, 4.0f, s);
     poison(out_.at(0), out_.n() * 2, s);

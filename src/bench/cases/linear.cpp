@@ -21,23 +21,29 @@ class LinearCase : public CaseBase {
       : impl_(impl), M_(M), N_(N), K_(K), bias_(bias), out_dtype_(out), cfg_(cfg) {}
   std::string op() const override {
     if (cfg_) return "linear_gemv_cfg";
-    return impl_ == LinearImpl::kGemv ? "linear_gemv" : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt" : "linear";
+    return impl_ == LinearImpl::kGemv       ? "linear_gemv"
+           : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt"
+                                            : "linear";
   }
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
-    if (cfg_) s += " cfg=t" + std::to_string(cfg_->threads) + "r" + std::to_string(cfg_->rows) + "u" + std::to_string(cfg_->unroll);
+    if (cfg_)
+      s += " cfg=t" + std::to_string(cfg_->threads) + "r" + std::to_string(cfg_->rows) + "u" +
+           std::to_string(cfg_->unroll);
     if (bias_) s += " bias";
     if (out_dtype_ != DType::kBF16) s += " out=" + std::string(dtype_name(out_dtype_));
     return s;
   }
   nlohmann::json params() const override {
-    return {{"M", M_}, {"N", N_}, {"K", K_}, {"bias", bias_}, {"out_dtype", dtype_name(out_dtype_)}};
+    return {
+        {"M", M_}, {"N", N_}, {"K", K_}, {"bias", bias_}, {"out_dtype", dtype_name(out_dtype_)}};
   }
   std::string baseline_name() const override { return "torch.nn.functional.linear"; }
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N_) * K_;
-    c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ + (bias_ ? 2.0 * N_ : 0);
+    c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ +
+              (bias_ ? 2.0 * N_ : 0);
     if (uses_gemv()) {
       c.math = DType::kF32;  // CUDA-core FMAs
     } else {
@@ -97,7 +103,8 @@ class LinearCase : public CaseBase {
         const auto o = to_host(reinterpret_cast<const float*>(out_.at(0)) + size_t(m) * N_, N_, s);
         got.insert(got.end(), o.begin(), o.end());
       } else {
-        const auto o = to_f32(to_host(reinterpret_cast<const bf16*>(out_.at(0)) + size_t(m) * N_, N_, s));
+        const auto o =
+            to_f32(to_host(reinterpret_cast<const bf16*>(out_.at(0)) + size_t(m) * N_, N_, s));
         got.insert(got.end(), o.begin(), o.end());
       }
     }
@@ -115,8 +122,8 @@ class LinearCase : public CaseBase {
  private:
   int out_size() const { return out_dtype_ == DType::kF32 ? 4 : 2; }
   bool uses_gemv() const {
-    return impl_ == LinearImpl::kGemv ||
-           (impl_ == LinearImpl::kDispatch && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv);
+    return impl_ == LinearImpl::kGemv || (impl_ == LinearImpl::kDispatch &&
+                                          cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv);
   }
   LinearImpl impl_;
   int M_, N_, K_;
@@ -139,7 +146,7 @@ std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int 
 // Llama-3.1-8B (6144, 28672), a 1B-class hidden of 2048, and the lm_head (f32 logits). The
 // crossover sweep (linear_gemv vs linear_cublaslt over M) feeds bench/gen_crossover.py.
 void register_linear_cases(CaseList& out) {
-  const int shapes[][2] = {{14336, 4096}, {4096, 4096}, {4096, 14336},
+  const int shapes[][2] = {{14336, 4096}, {4096, 4096},  {4096, 14336},
                            {6144, 4096},  {28672, 4096}, {2048, 2048}};
   for (const auto& [N, K] : shapes)
     for (int M : {1, 2, 4, 6, 8, 12, 16}) {
@@ -152,7 +159,8 @@ void register_linear_cases(CaseList& out) {
                                    {256, 1, 2}, {256, 2, 2}, {256, 1, 4}, {64, 4, 4}};
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336}})
     for (const auto& c : cfgs)
-      out.push_back(std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, false, DType::kBF16, c));
+      out.push_back(
+          std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, false, DType::kBF16, c));
   out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
   for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
     out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));

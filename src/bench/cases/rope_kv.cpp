@@ -28,21 +28,31 @@ class RopeKvCase : public CaseBase {
     c.rope_scaling.factor = 8.0;
     inv_freq_ = cpu::rope_inv_freq(c);
   }
-  std::string op() const override { return sh_.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write"; }
+  std::string op() const override {
+    return sh_.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write";
+  }
   std::string shape() const override {
-    return kv("T", sh_.T) + " " + kv("Hq", sh_.Hq) + " " + kv("Hkv", sh_.Hkv) + " " + kv("D", sh_.D) +
-           " " + kv("bs", sh_.block_size);
+    return kv("T", sh_.T) + " " + kv("Hq", sh_.Hq) + " " + kv("Hkv", sh_.Hkv) + " " +
+           kv("D", sh_.D) + " " + kv("bs", sh_.block_size);
   }
   nlohmann::json params() const override {
-    return {{"T", sh_.T}, {"Hq", sh_.Hq}, {"Hkv", sh_.Hkv}, {"D", sh_.D}, {"block_size", sh_.block_size},
-            {"num_blocks", sh_.num_blocks}, {"qk_norm", sh_.qk_norm}};
+    return {{"T", sh_.T},
+            {"Hq", sh_.Hq},
+            {"Hkv", sh_.Hkv},
+            {"D", sh_.D},
+            {"block_size", sh_.block_size},
+            {"num_blocks", sh_.num_blocks},
+            {"qk_norm", sh_.qk_norm}};
   }
-  std::string baseline_name() const override { return "rotate-half + index_copy_ into cache (torch composite)"; }
+  std::string baseline_name() const override {
+    return "rotate-half + index_copy_ into cache (torch composite)";
+  }
   Cost cost() const override {
     Cost c;
     const double q = double(sh_.T) * sh_.Hq * sh_.D, k = double(sh_.T) * sh_.Hkv * sh_.D;
-    c.bytes = 2.0 * (2 * q + 2 * k + 2 * k) + 8.0 * sh_.T + 4.0 * sh_.D / 2;  // q r+w, k/v read, cache write
-    c.flops = 3.0 * (q + k);  // 6 per rotated pair
+    c.bytes = 2.0 * (2 * q + 2 * k + 2 * k) + 8.0 * sh_.T +
+              4.0 * sh_.D / 2;  // q r+w, k/v read, cache write
+    c.flops = 3.0 * (q + k);    // 6 per rotated pair
     return c;
   }
   size_t set_bytes() const override {
@@ -148,7 +158,8 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
   if (sh_.qk_norm) {
     bf16* w = const_cast<bf16*>(norm.data());
     cpu::rms_norm(q.data(), nullptr, TensorView(w, DType::kBF16, {D}), T * Hq, D, kEps, q.data());
-    cpu::rms_norm(k.data(), nullptr, TensorView(w + D, DType::kBF16, {D}), T * Hkv, D, kEps, k.data());
+    cpu::rms_norm(k.data(), nullptr, TensorView(w + D, DType::kBF16, {D}), T * Hkv, D, kEps,
+                  k.data());
   }
   cpu::rope(q.data(), k.data(), pos.data(), inv_freq_.data(), T, Hq, Hkv, D);
   std::vector<float> kref(kc.size(), 0.0f), vref(vc.size(), 0.0f);
@@ -161,8 +172,8 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
   std::vector<float> q_out(q.size());
   for (int t = 0; t < T; ++t) {
     std::copy_n(qkv_out.data() + size_t(t) * row_, Hq * D, q_out.data() + size_t(t) * Hq * D);
-    if (std::memcmp(qkv_out.data() + size_t(t) * row_ + Hq * D, qkv.data() + size_t(t) * row_ + Hq * D,
-                    sizeof(float) * 2 * Hkv * D) != 0)
+    if (std::memcmp(qkv_out.data() + size_t(t) * row_ + Hq * D,
+                    qkv.data() + size_t(t) * row_ + Hq * D, sizeof(float) * 2 * Hkv * D) != 0)
       r.failure = "k/v input modified at token " + std::to_string(t);
   }
   const double eq = rel_err(q_out, q);
@@ -183,7 +194,8 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
         for (int d = 0; d < D; ++d) {
           std::memcpy(&b[0], &kc[off + d], 2);
           std::memcpy(&b[1], &vc[off + d], 2);
-          if (b[0] != 0xFFFF || b[1] != 0xFFFF) r.failure = "stray cache write at slot " + std::to_string(slot);
+          if (b[0] != 0xFFFF || b[1] != 0xFFFF)
+            r.failure = "stray cache write at slot " + std::to_string(slot);
         }
       }
     }

@@ -10,7 +10,7 @@ namespace ceiling::bench {
 struct RopeKvShape {
   int T = 1, Hq = 32, Hkv = 8, D = 128;
   int block_size = 16;
-  int num_blocks = 0;       // 0 = just enough for T tokens plus one spare block
+  int num_blocks = 0;  // 0 = just enough for T tokens plus one spare block
   bool qk_norm = false;
   int skip_every = 0;       // every skip_every-th token gets slot -1 (0 = none)
   int max_position = 8192;  // positions uniform in [0, max_position)

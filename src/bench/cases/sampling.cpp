@@ -65,7 +65,8 @@ class ArgmaxCase : public CaseBase {
 
 class SampleCase : public CaseBase {
  public:
-  SampleCase(int S, int V, const cpu::SamplingParams& p, bool mixed) : S_(S), V_(V), p_(p), mixed_(mixed) {}
+  SampleCase(int S, int V, const cpu::SamplingParams& p, bool mixed)
+      : S_(S), V_(V), p_(p), mixed_(mixed) {}
   std::string op() const override { return mixed_ ? "sample_mixed" : "sample"; }
   std::string shape() const override {
     if (mixed_) return kv("S", S_) + " " + kv("V", V_);
@@ -73,11 +74,19 @@ class SampleCase : public CaseBase {
                        p_.top_p, p_.min_p, p_.repetition_penalty);
   }
   nlohmann::json params() const override {
-    return {{"S", S_}, {"V", V_}, {"temperature", p_.temperature}, {"top_k", p_.top_k},
-            {"top_p", p_.top_p}, {"min_p", p_.min_p}, {"repetition_penalty", p_.repetition_penalty},
-            {"presence_penalty", p_.presence_penalty}, {"frequency_penalty", p_.frequency_penalty}};
+    return {{"S", S_},
+            {"V", V_},
+            {"temperature", p_.temperature},
+            {"top_k", p_.top_k},
+            {"top_p", p_.top_p},
+            {"min_p", p_.min_p},
+            {"repetition_penalty", p_.repetition_penalty},
+            {"presence_penalty", p_.presence_penalty},
+            {"frequency_penalty", p_.frequency_penalty}};
   }
-  std::string baseline_name() const override { return "torch composite (penalties, softmax, topk, sort/cumsum, multinomial)"; }
+  std::string baseline_name() const override {
+    return "torch composite (penalties, softmax, topk, sort/cumsum, multinomial)";
+  }
   Cost cost() const override {
     Cost c;
     c.bytes = 8.0 * S_ * double(V_) + 16.0 * S_;  // logits + token counts
@@ -95,7 +104,8 @@ class SampleCase : public CaseBase {
     out_ = Pool<int32_t>(S_, copies);
     fill_uniform(logits_.base(), logits_.total(), seed, -8.0f, 8.0f, s);
     fill_uniform(u_.base(), u_.total(), seed + 1, 0.0f, 1.0f, s);
-    CEILING_ENSURE(cudaMemsetAsync(counts_.base(), 0, counts_.total() * 4, s) == cudaSuccess, "memset");
+    CEILING_ENSURE(cudaMemsetAsync(counts_.base(), 0, counts_.total() * 4, s) == cudaSuccess,
+                   "memset");
     std::mt19937_64 rng(seed);
     std::vector<cuda::GpuSamplingParams> all(params_.total());
     for (auto& g : all) g = to_gpu(p_);
@@ -241,7 +251,8 @@ CheckResult SampleCase::check(cudaStream_t s) {
       for (float dp : {-kDelta, kDelta}) {
         cpu::SamplingParams p2 = ps[i];
         p2.top_p = std::clamp(p2.top_p + dp, 1e-6f, 1.0f);
-        explained = explained || cpu::sample_token(row, V_, p2, h.prompt[i], h.generated[i], us[i]) == got[i];
+        explained = explained ||
+                    cpu::sample_token(row, V_, p2, h.prompt[i], h.generated[i], us[i]) == got[i];
       }
     }
     if (explained) {
@@ -265,8 +276,11 @@ CheckResult SampleCase::check(cudaStream_t s) {
 
 }  // namespace
 
-std::unique_ptr<KernelCase> make_argmax_case(int S, int V) { return std::make_unique<ArgmaxCase>(S, V); }
-std::unique_ptr<KernelCase> make_sample_case(int S, int V, const cpu::SamplingParams& params, bool mixed) {
+std::unique_ptr<KernelCase> make_argmax_case(int S, int V) {
+  return std::make_unique<ArgmaxCase>(S, V);
+}
+std::unique_ptr<KernelCase> make_sample_case(int S, int V, const cpu::SamplingParams& params,
+                                             bool mixed) {
   return std::make_unique<SampleCase>(S, V, params, mixed);
 }
 

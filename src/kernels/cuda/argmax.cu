@@ -28,8 +28,8 @@ __device__ __forceinline__ Best warp_best(Best b) {
 }
 
 // One CTA per row; float4 loads when the row allows them.
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restrict__ logits, int V,
-                                                          bool vec, int32_t* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    argmax_kernel(const float* __restrict__ logits, int V, bool vec, int32_t* __restrict__ out) {
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * V;
   Best b{-INFINITY, V};  // index V: "none yet" (an all -Inf row still picks index 0 below)
   if (vec) {

@@ -54,7 +54,8 @@ __global__ void embedding_scalar_kernel(const bf16* __restrict__ table, int64_t 
 Status embedding(const bf16* table, int64_t V, int H, const int32_t* ids, int T, bf16* out,
                  cudaStream_t stream) {
   if (T < 0 || H <= 0 || V <= 0)
-    return Status::error("embedding: bad shape T {} H {} V {} (need T >= 0, H > 0, V > 0)", T, H, V);
+    return Status::error("embedding: bad shape T {} H {} V {} (need T >= 0, H > 0, V > 0)", T, H,
+                         V);
   if (T == 0) return Status();
   const bool vec = H % 8 == 0 && detail::aligned16(table) && detail::aligned16(out);
   if (vec) {

@@ -8,7 +8,9 @@ namespace ceiling::cuda {
 
 namespace {
 
-cudaDataType_t cuda_type(DType t) { return t == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+}
 
 }  // namespace
 
@@ -57,13 +59,17 @@ Status LtGemm::plan(int M, int N, int K, bool bias, DType out_dtype) {
   auto p = std::make_unique<Plan>();
   CEILING_CUBLAS_RETURN(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  CEILING_CUBLAS_RETURN(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CEILING_CUBLAS_RETURN(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bt = CUDA_R_16BF;
-    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    CEILING_CUBLAS_RETURN(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
   }
   CEILING_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, K, N, K));
   CEILING_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, K, M, K));
@@ -75,8 +81,9 @@ Status LtGemm::plan(int M, int N, int K, bool bias, DType out_dtype) {
                                        &workspace_bytes_, sizeof(workspace_bytes_));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      static_cast<cublasLtHandle_t>(handle_), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->a, p->b,
+                                     p->c, p->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     return Status::error("LtGemm: no cuBLASLt algorithm for M {} N {} K {} ({})", M, N, K,
@@ -91,7 +98,8 @@ Status LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bf
   CEILING_RETURN_IF_ERROR(plan(M, N, K, bias != nullptr, out_dtype));
   Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, out_dtype});
   if (bias)
-    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &bias, sizeof(bias)));
   const float alpha = 1.0f, beta = 0.0f;
   CEILING_CUBLAS_RETURN(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, w,
                                        p.a, x, p.b, &beta, out, p.c, out, p.c, &p.algo, workspace_,

@@ -10,17 +10,19 @@ namespace {
 
 using detail::bf16;
 
-__device__ __forceinline__ void store_out(bf16* p, float v) { *p = __float2bfloat16(v); }
-__device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_out(bf16* p, float v) {
+  *p = __float2bfloat16(v);
+}
+__device__ __forceinline__ void store_out(float* p, float v) {
+  *p = v;
+}
 
 // CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
 // owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, typename OutT>
-__global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const bf16* __restrict__ x,
-                                                        const bf16* __restrict__ w,
-                                                        const bf16* __restrict__ bias,
-                                                        OutT* __restrict__ out, int M, int N,
-                                                        int K) {
+__global__ void __launch_bounds__(kThreads, 1)
+    gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K) {
   // Programmatic dependent launch: a following PDL-launched kernel may start once every CTA of
   // this grid has started; it waits (griddepcontrol.wait) before touching what this one writes.
   asm volatile("griddepcontrol.launch_dependents;");
@@ -31,7 +33,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const bf16* __restric
   for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, N - 1)) * K;
 
   float acc[kMaxM][kRows] = {};
-  auto fma_chunk = [&](const detail::Bf16x8 (&wv)[kRows], int c) {
+  auto fma_chunk = [&](const detail::Bf16x8(&wv)[kRows], int c) {
     float wf[kRows][8];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) detail::to_float8(wv[r], wf[r]);
@@ -62,7 +64,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_kernel(const bf16* __restric
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[u][r] = detail::load8_stream(wrow[r] + (c + u * kThreads) * 8);
+      for (int r = 0; r < kRows; ++r)
+        wv[u][r] = detail::load8_stream(wrow[r] + (c + u * kThreads) * 8);
     wait_producer();
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) fma_chunk(wv[u], c + u * kThreads);
@@ -112,7 +115,9 @@ __global__ void gemv_scalar_kernel(const bf16* __restrict__ x, const bf16* __res
     for (int k = lane; k < K; k += 32)
       s = fmaf(__bfloat162float(x[static_cast<int64_t>(m) * K + k]), __bfloat162float(wr[k]), s);
     s = detail::warp_sum(s);
-    if (lane == 0) store_out(out + static_cast<int64_t>(m) * N + n, s + (bias ? __bfloat162float(bias[n]) : 0.0f));
+    if (lane == 0)
+      store_out(out + static_cast<int64_t>(m) * N + n,
+                s + (bias ? __bfloat162float(bias[n]) : 0.0f));
   }
 }
 
@@ -138,8 +143,8 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
 // M = 1: t128 r2 u2 was the most even of the configurations measured side by side
 // (linear_gemv_cfg cases; bench/notes.md).
 template <typename OutT>
-cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
-                     int K, cudaStream_t s) {
+cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
+                     cudaStream_t s) {
   if (M <= 1) return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 2) return launch_fast<2, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch_fast<4, 2, 2>(x, w, bias, out, M, N, K, s);
@@ -151,17 +156,28 @@ cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, 
 template <typename OutT>
 bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
                      int N, int K, cudaStream_t s, cudaError_t* err) {
-  const auto is = [&](int t, int r, int u) { return c.threads == t && c.rows == r && c.unroll == u; };
+  const auto is = [&](int t, int r, int u) {
+    return c.threads == t && c.rows == r && c.unroll == u;
+  };
   cudaError_t e;
-  if (is(128, 4, 4)) e = launch_fast<1, 4, 4, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(128, 2, 4)) e = launch_fast<1, 2, 4, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(128, 1, 4)) e = launch_fast<1, 1, 4, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(128, 2, 2)) e = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(256, 1, 2)) e = launch_fast<1, 1, 2, 256>(x, w, bias, out, 1, N, K, s);
-  else if (is(256, 2, 2)) e = launch_fast<1, 2, 2, 256>(x, w, bias, out, 1, N, K, s);
-  else if (is(256, 1, 4)) e = launch_fast<1, 1, 4, 256>(x, w, bias, out, 1, N, K, s);
-  else if (is(64, 4, 4)) e = launch_fast<1, 4, 4, 64>(x, w, bias, out, 1, N, K, s);
-  else return false;
+  if (is(128, 4, 4))
+    e = launch_fast<1, 4, 4, 128>(x, w, bias, out, 1, N, K, s);
+  else if (is(128, 2, 4))
+    e = launch_fast<1, 2, 4, 128>(x, w, bias, out, 1, N, K, s);
+  else if (is(128, 1, 4))
+    e = launch_fast<1, 1, 4, 128>(x, w, bias, out, 1, N, K, s);
+  else if (is(128, 2, 2))
+    e = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
+  else if (is(256, 1, 2))
+    e = launch_fast<1, 1, 2, 256>(x, w, bias, out, 1, N, K, s);
+  else if (is(256, 2, 2))
+    e = launch_fast<1, 2, 2, 256>(x, w, bias, out, 1, N, K, s);
+  else if (is(256, 1, 4))
+    e = launch_fast<1, 1, 4, 256>(x, w, bias, out, 1, N, K, s);
+  else if (is(64, 4, 4))
+    e = launch_fast<1, 4, 4, 64>(x, w, bias, out, 1, N, K, s);
+  else
+    return false;
   *err = e;
   return true;
 }
@@ -182,7 +198,8 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
     CEILING_CUDA_RETURN(dispatch(x, w, bias, out, M, N, K, s));
   } else {
     constexpr int kWarps = 4;
-    gemv_scalar_kernel<<<detail::ceil_div(N, kWarps), 32 * kWarps, 0, s>>>(x, w, bias, out, M, N, K);
+    gemv_scalar_kernel<<<detail::ceil_div(N, kWarps), 32 * kWarps, 0, s>>>(x, w, bias, out, M, N,
+                                                                           K);
   }
   CEILING_CUDA_RETURN_LAST();
   return Status();
@@ -190,7 +207,9 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
 
 }  // namespace
 
-int gemv_ctas(int /*M*/, int N) { return static_cast<int>(detail::ceil_div(N, 2)); }
+int gemv_ctas(int /*M*/, int N) {
+  return static_cast<int>(detail::ceil_div(N, 2));
+}
 
 Status gemv_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
                         bf16* out, int N, int K, cudaStream_t stream) {
@@ -204,9 +223,12 @@ Status gemv(const bf16* x, const bf16* w, const bf16* bias, void* out, DType out
     return Status::error("gemv: M {} outside [1, {}] (use the cuBLASLt path)", M, kGemvMaxM);
   if (N <= 0 || K <= 0) return Status::error("gemv: bad shape N {} K {}", N, K);
   switch (out_dtype) {
-    case DType::kBF16: return run(x, w, bias, static_cast<bf16*>(out), M, N, K, stream);
-    case DType::kF32: return run(x, w, bias, static_cast<float*>(out), M, N, K, stream);
-    default: return Status::error("gemv: out dtype {} not supported (bf16, f32)", dtype_name(out_dtype));
+    case DType::kBF16:
+      return run(x, w, bias, static_cast<bf16*>(out), M, N, K, stream);
+    case DType::kF32:
+      return run(x, w, bias, static_cast<float*>(out), M, N, K, stream);
+    default:
+      return Status::error("gemv: out dtype {} not supported (bf16, f32)", dtype_name(out_dtype));
   }
 }
 

@@ -32,7 +32,9 @@ int linear_crossover_m(int N, int K) {
   return m;
 }
 
-std::string linear_crossover_source() { return kCrossoverSource; }
+std::string linear_crossover_source() {
+  return kCrossoverSource;
+}
 
 LinearPath linear_path(int M, int N, int K) {
   return M <= kGemvMaxM && M < linear_crossover_m(N, K) ? LinearPath::kGemv : LinearPath::kCublasLt;

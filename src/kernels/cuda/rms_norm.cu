@@ -62,8 +62,9 @@ __device__ __forceinline__ void norm_row(const bf16* x, bf16* residual, const bf
 // One CTA per row (large H), at most kMaxBlock threads.
 constexpr int kMaxBlock = 512;
 template <int kChunks>
-__global__ void __launch_bounds__(kMaxBlock) rms_norm_block_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w,
-                                      bf16* out, int H, float eps, RowLayout layout) {
+__global__ void __launch_bounds__(kMaxBlock)
+    rms_norm_block_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
+                          int H, float eps, RowLayout layout) {
   __shared__ float scratch[32];
   const int64_t off = layout.offset(blockIdx.x, H);
   bf16* res = residual ? residual + static_cast<int64_t>(blockIdx.x) * H : nullptr;
@@ -116,9 +117,11 @@ Status launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H, flo
     constexpr int kWarps = 4;
     const unsigned grid = detail::ceil_div(rows, kWarps);
     if (chunks <= 32)
-      rms_norm_warp_kernel<1><<<grid, 32 * kWarps, 0, stream>>>(x, residual, w, out, rows, H, eps, layout);
+      rms_norm_warp_kernel<1>
+          <<<grid, 32 * kWarps, 0, stream>>>(x, residual, w, out, rows, H, eps, layout);
     else
-      rms_norm_warp_kernel<4><<<grid, 32 * kWarps, 0, stream>>>(x, residual, w, out, rows, H, eps, layout);
+      rms_norm_warp_kernel<4>
+          <<<grid, 32 * kWarps, 0, stream>>>(x, residual, w, out, rows, H, eps, layout);
   } else {
     // Two chunks (32 bytes of x) a thread up to H = 8192, four up to 16384, then the scalar path.
     const int threads2 = (chunks + 1) / 2;

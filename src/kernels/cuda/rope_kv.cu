@@ -134,7 +134,8 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
     return Status::error("rope_kv_write: q_norm_w and k_norm_w must be given together");
   const void* ptrs[] = {a.q, a.k, a.v, a.k_cache, a.v_cache};
   for (const void* p : ptrs)
-    if (!detail::aligned16(p)) return Status::error("rope_kv_write: pointer {} not 16-byte aligned", p);
+    if (!detail::aligned16(p))
+      return Status::error("rope_kv_write: pointer {} not 16-byte aligned", p);
   if (a.q_norm_w && (!detail::aligned16(a.q_norm_w) || !detail::aligned16(a.k_norm_w)))
     return Status::error("rope_kv_write: q/k norm weights not 16-byte aligned");
   if (a.q_stride % 8 || a.k_stride % 8 || a.v_stride % 8)
@@ -146,10 +147,18 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   const int threads = std::min(512, std::max(64, (a.Hq + a.Hkv) * L + 31) / 32 * 32);
   const size_t smem = sizeof(float) * a.D;
   switch (L) {
-    case 4: rope_kv_kernel<4><<<a.T, threads, smem, stream>>>(a); break;
-    case 8: rope_kv_kernel<8><<<a.T, threads, smem, stream>>>(a); break;
-    case 16: rope_kv_kernel<16><<<a.T, threads, smem, stream>>>(a); break;
-    default: rope_kv_kernel<32><<<a.T, threads, smem, stream>>>(a); break;
+    case 4:
+      rope_kv_kernel<4><<<a.T, threads, smem, stream>>>(a);
+      break;
+    case 8:
+      rope_kv_kernel<8><<<a.T, threads, smem, stream>>>(a);
+      break;
+    case 16:
+      rope_kv_kernel<16><<<a.T, threads, smem, stream>>>(a);
+      break;
+    default:
+      rope_kv_kernel<32><<<a.T, threads, smem, stream>>>(a);
+      break;
   }
   CEILING_CUDA_RETURN_LAST();
   return Status();

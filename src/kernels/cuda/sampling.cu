@@ -306,8 +306,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   // 3. top-k.
   Threshold tk;
   if (p.top_k > 0 && static_cast<float>(p.top_k) < n_pos)
-    tk = select_rank<false>(w, V, static_cast<float>(p.top_k),
-                            [](float wi, int) { return wi > 0.0f; }, sh);
+    tk = select_rank<false>(
+        w, V, static_cast<float>(p.top_k), [](float wi, int) { return wi > 0.0f; }, sh);
   // 4. top-p, relative to the top-k set's mass.
   Threshold tp;
   if (p.top_p < 1.0f) {
@@ -347,7 +347,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   if (threadIdx.x == 0) a.out[s] = id >= 0 ? id : last;
 }
 
-__global__ void counts_prompt_kernel(int32_t* counts, int V, int64_t row, const int32_t* ids, int n) {
+__global__ void counts_prompt_kernel(int32_t* counts, int V, int64_t row, const int32_t* ids,
+                                     int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int id = ids[i];

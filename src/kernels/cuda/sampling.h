@@ -51,14 +51,14 @@ Status sampling_uniforms(const uint64_t* seeds, const int64_t* steps, int S, flo
                          cudaStream_t stream);
 
 struct SampleArgs {
-  const float* logits = nullptr;            // [S, V], not modified
+  const float* logits = nullptr;              // [S, V], not modified
   const GpuSamplingParams* params = nullptr;  // [S]
-  const int32_t* counts = nullptr;          // [num_rows, V] or null (no penalties applied)
-  const int32_t* count_rows = nullptr;      // [S]: row of counts for each s; null = identity
-  const float* u = nullptr;                 // [S], in [0, 1)
-  int32_t* out = nullptr;                   // [S]; -1 where the row is invalid (a NaN or +Inf
-                                            // logit, or every logit -Inf): cpu throws there
-  void* workspace = nullptr;                // sampler_workspace_bytes(S, V)
+  const int32_t* counts = nullptr;            // [num_rows, V] or null (no penalties applied)
+  const int32_t* count_rows = nullptr;        // [S]: row of counts for each s; null = identity
+  const float* u = nullptr;                   // [S], in [0, 1)
+  int32_t* out = nullptr;                     // [S]; -1 where the row is invalid (a NaN or +Inf
+                                              // logit, or every logit -Inf): cpu throws there
+  void* workspace = nullptr;                  // sampler_workspace_bytes(S, V)
   size_t workspace_bytes = 0;
   int S = 0, V = 0;
 };

@@ -9,7 +9,9 @@ using detail::bf16;
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+__device__ __forceinline__ float silu_times(float g, float u) {
+  return g / (1.0f + __expf(-g)) * u;
+}
 
 // grid (ceil(I / (8 · kThreads · kPer)), T): each thread does kPer 8-element chunks of one row,
 // all loads issued before the math.
