@@ -1,7 +1,7 @@
 // Causal varlen prefill attention vs cpu::attention: q_len around the 64/128 tiles, prefixes
 // already in the cache (chunked prefill), q_len 1..prime, mixed lengths and an empty sequence in
 // one batch, shuffled block tables, GQA groups 1/4/8, head dims 64/128, every block size, peaky
-// softmax, each kernel (mma.sync; wgmma and its overlap variant where built), CUDA-graph capture,
+// softmax, each kernel (mma.sync; wgmma where built), CUDA-graph capture,
 // bad shapes.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -65,14 +65,11 @@ TEST_P(AttentionPrefill, PeakySoftmax) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefill,
                          ::testing::Values(cuda::PrefillKernel::kMmaSync,
-                                           cuda::PrefillKernel::kWgmma,
-                                           cuda::PrefillKernel::kWgmmaOverlap),
+                                           cuda::PrefillKernel::kWgmma),
                          [](const ::testing::TestParamInfo<cuda::PrefillKernel>& p) {
                            switch (p.param) {
                              case cuda::PrefillKernel::kWgmma:
                                return "wgmma";
-                             case cuda::PrefillKernel::kWgmmaOverlap:
-                               return "wgmma_overlap";
                              default:
                                return "mma_sync";
                            }

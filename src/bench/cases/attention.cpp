@@ -212,8 +212,6 @@ class AttentionCase : public KernelCase {
     switch (pplan_.kernel) {
       case cuda::PrefillKernel::kWgmma:
         return "wgmma";
-      case cuda::PrefillKernel::kWgmmaOverlap:
-        return "wgmma_overlap";
       default:
         return "mma_sync";
     }
@@ -415,14 +413,11 @@ void register_attention_cases(CaseList& out) {
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.
-  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kAuto,
-                                cuda::PrefillKernel::kWgmmaOverlap}) {
+  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kAuto}) {
     for (int b : {1, 4}) {
       AttentionSpec s = uniform(false, b, 4096, 4096, 32, 32, 128, 16);
       s.kernel = k;
-      s.label = k == cuda::PrefillKernel::kAuto           ? "auto"
-                : k == cuda::PrefillKernel::kWgmmaOverlap ? "wgmma_overlap"
-                                                          : "mma_sync";
+      s.label = k == cuda::PrefillKernel::kAuto ? "auto" : "mma_sync";
       s.check_tokens = 8;
       out.push_back(make_attention_case(s));
     }
@@ -432,10 +427,6 @@ void register_attention_cases(CaseList& out) {
   out.push_back(make_attention_case(gqa));
   AttentionSpec d64 = uniform(false, 1, 4096, 4096, 32, 32, 64, 16);
   d64.check_tokens = 8;
-  out.push_back(make_attention_case(d64));
-  gqa.kernel = d64.kernel = cuda::PrefillKernel::kWgmmaOverlap;
-  gqa.label = d64.label = "wgmma_overlap";
-  out.push_back(make_attention_case(gqa));
   out.push_back(make_attention_case(d64));
 }
 

@@ -89,8 +89,6 @@ enum class PrefillKernel {
   kAuto,          // the fastest built for the device
   kMmaSync,       // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
   kWgmma,         // FlashAttention-3 style: sm_90a warpgroup MMA (when built)
-  kWgmmaOverlap,  // + intra-warpgroup overlap of QK^T and softmax: experimental, slower as built
-                  // (ptxas serializes it; bench/attention_notes.md)
 };
 
 struct PrefillShape {

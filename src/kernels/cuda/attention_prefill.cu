@@ -226,8 +226,7 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   if (pl.kernel == PrefillKernel::kAuto)
     pl.kernel = sm90::prefill_wgmma_available(sh.head_dim) ? PrefillKernel::kWgmma
                                                            : PrefillKernel::kMmaSync;
-  const bool wgmma =
-      pl.kernel == PrefillKernel::kWgmma || pl.kernel == PrefillKernel::kWgmmaOverlap;
+  const bool wgmma = pl.kernel == PrefillKernel::kWgmma;
   if (wgmma && !sm90::prefill_wgmma_available(sh.head_dim))
     return Status::error("prefill attention: wgmma kernel not built for head_dim {}", sh.head_dim);
   pl.block_m = wgmma ? sm90::kPrefillBlockM : kBM;
@@ -278,9 +277,6 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   if (plan.kernel == PrefillKernel::kWgmma)
     return sm90::run_prefill_wgmma(p, sh.head_dim, sh.block_size, sh.num_q_heads, plan.tile_slots,
                                    stream);
-  if (plan.kernel == PrefillKernel::kWgmmaOverlap)
-    return sm90::run_prefill_wgmma_overlap(p, sh.head_dim, sh.block_size, sh.num_q_heads,
-                                           plan.tile_slots, stream);
   return run_mma(plan, p, stream);
 }
 

@@ -18,8 +18,4 @@ bool prefill_wgmma_available(int head_dim);
 Status run_prefill_wgmma(const attn::PrefillParams& p, int head_dim, int block_size, int hq,
                          int tile_slots, cudaStream_t stream);
 
-// The intra-warpgroup-overlap variant (attention_prefill_sm90_overlap.cu), same contract.
-Status run_prefill_wgmma_overlap(const attn::PrefillParams& p, int head_dim, int block_size, int hq,
-                                 int tile_slots, cudaStream_t stream);
-
 }  // namespace ceiling::cuda::sm90
