@@ -6,7 +6,9 @@ and the ceilings measured in the same run.
 Kernel runs (`"tool": "ceiling bench kernels"`) get a table per run — kernel, shape, time, GB/s,
 % of the measured read bandwidth and matrix rate, roofline prediction vs measurement and the gap,
 the PyTorch baseline and the speedup, the correctness check — plus two charts: the kernels on the
-roofline of the measured ceilings, and predicted vs measured time. Other result files are listed.
+roofline of the measured ceilings, and predicted vs measured time. Decode-latency runs
+(`ceiling bench latency`) share one table, with the Hugging Face transformers baseline of the same
+run. Other result files are listed.
 
 usage: python3 bench/render_results.py [--results bench/results] [--out docs/results.md]
 """
@@ -86,6 +88,13 @@ def pred_png(run, path):
     plt.close(fig)
 
 
+def gap_cell(g):
+    """The gap, bold when the prediction misses by more than 15 %."""
+    if not isinstance(g, (int, float)):
+        return ""
+    return f"{g:.2f}" if 1 / 1.15 <= g <= 1.15 else f"**{g:.2f}**"
+
+
 def kernel_section(name, run, img_dir, md_dir):
     mc = run["measured_ceilings"]
     clk = run.get("clocks", {})
@@ -102,6 +111,15 @@ def kernel_section(name, run, img_dir, md_dir):
         out.append(f"- baseline: PyTorch {b.get('torch')} (CUDA {b.get('cuda')}), {b.get('method')}")
     out.append(f"- timing: median / min / max per call over {run.get('reps')} CUDA-graph replays, inputs "
                f"rotated over {run.get('rotation_bytes', 0) / 1e6:.0f} MB; gap = measured / predicted")
+    for label, want in (("kernels the library dispatches", True), ("comparison variants", False)):
+        gaps = [c["gap"] for c in run["cases"]
+                if isinstance(c.get("gap"), (int, float)) and c.get("dispatched", True) == want]
+        if gaps:
+            inside = sum(1 for g in gaps if 1 / 1.15 <= g <= 1.15)
+            out.append(f"- layer-2 prediction within ±15 %, {label}: {inside} of {len(gaps)} "
+                       f"(misses in bold; causes in docs/roofline.md)")
+    out.append("- `(cmp)`: a comparison variant the library does not dispatch for that shape (the losing side "
+               "of a measured crossover, a configuration sweep)")
     out.append("")
     out.append("| kernel | shape | median µs | min–max µs | GB/s | % read BW | TFLOP/s | % matrix | "
                "predicted µs | gap | limiter | baseline | baseline µs | speedup | rel err | check |")
@@ -112,10 +130,10 @@ def kernel_section(name, run, img_dir, md_dir):
             continue
         err = c.get("max_rel_err")
         out.append("| " + " | ".join([
-            c["op"], c["shape"], fmt_us(c["time_ms_median"]),
+            c["op"] + ("" if c.get("dispatched", True) else " (cmp)"), c["shape"], fmt_us(c["time_ms_median"]),
             f"{fmt_us(c['time_ms_min'])}–{fmt_us(c['time_ms_max'])}", fmt(c["gbps"], ".0f"),
             fmt(c["pct_read_bw"], ".1f"), fmt(c["tflops"], ".2f"), fmt(c["pct_peak_compute"], ".1f"),
-            fmt_us(c.get("predicted_ms")), fmt(c.get("gap"), ".2f"), c.get("predicted_limiter", ""),
+            fmt_us(c.get("predicted_ms")), gap_cell(c.get("gap")), c.get("predicted_limiter", ""),
             c.get("baseline_name") or "", fmt_us(c.get("baseline_ms")), fmt(c.get("speedup_vs_baseline"), ".2f"),
             fmt(err, ".1e") if not isinstance(err, str) else err, "pass" if c.get("passed") else "**FAIL**",
         ]) + " |")
@@ -160,6 +178,33 @@ def generic_cases_section(name, run):
     return out + [""]
 
 
+def is_latency(run):
+    return isinstance(run, dict) and all(k in run for k in ("ms_per_token", "pct_of_floor", "floor_ms_per_token"))
+
+
+def latency_section(runs):
+    """`ceiling bench latency` runs: one row per result file."""
+    out = ["## Decode latency (`ceiling bench latency`)", "",
+           "Random-weight models of the named shape, bf16. `floor` is bytes_per_step (weights once + KV) at the "
+           "read bandwidth measured in the same process; `transformers` is Hugging Face transformers' eager "
+           "decode of the same model on the same GPU in the same run.", "",
+           "| file | model | GPU | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms | % of floor "
+           "| GB/s | transformers tok/s | speedup | git |",
+           "|" + "---|" * 15]
+    for name, r in runs:
+        base = r.get("baseline_tokens_per_s")
+        tps = r.get("tokens_per_s")
+        out.append("| " + " | ".join([
+            f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")), str(r.get("batch", "")),
+            f"{r.get('input_len', '')}/{r.get('output_len', '')}", "on" if r.get("cuda_graphs") else "off",
+            fmt(r.get("ttft_ms"), ".2f"), fmt(r.get("ms_per_token"), ".3f"), fmt(tps, ".1f"),
+            fmt(r.get("floor_ms_per_token"), ".3f"), fmt(r.get("pct_of_floor"), ".1f"), fmt(r.get("gbps"), ".0f"),
+            fmt(base, ".1f"), fmt(tps / base if isinstance(base, (int, float)) and base and tps else None, ".1f"),
+            f"`{r.get('git_sha', '')}`",
+        ]) + " |")
+    return out + [""]
+
+
 def scalars_section(name, run):
     """Any other result object: its top-level numbers and strings, as recorded."""
     out = [f"### {name}", "", "| field | value |", "|---|---|"]
@@ -182,6 +227,7 @@ def main():
              "Every number below comes from one measured run; a ratio compares two numbers of the same run "
              "on the same GPU.", ""]
     others = []
+    latency = []
     for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
         with open(path) as f:
             try:
@@ -190,7 +236,9 @@ def main():
                 others.append(f"- `{os.path.basename(path)}`: unreadable ({e})")
                 continue
         base = os.path.basename(path)
-        if isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
+        if is_latency(run):
+            latency.append((base, run))
+        elif isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
             lines += kernel_section(base, run, img_dir, md_dir)
         elif isinstance(run, dict) and isinstance(run.get("cases"), list) and all(
                 isinstance(c, dict) and "op" in c for c in run["cases"]):
@@ -199,6 +247,8 @@ def main():
             others += scalars_section(base, run)
         else:
             others.append(f"- `{base}`: not a JSON object")
+    if latency:
+        lines += latency_section(latency)
     if others:
         lines += ["## Other result files", ""] + others + [""]
     with open(a.out, "w") as f:

@@ -20,6 +20,7 @@
 #include "bench/run_info.h"
 #include "engine/cuda/latency_bench.h"
 #include "model/weights.h"
+#include "roofline/model_cost.h"
 #endif
 
 namespace ceiling::cli {
@@ -61,6 +62,15 @@ int run_latency_bench(const LatencyArgs& a) {
   const double gbps = r.bytes_per_step / (r.ms_per_token * 1e-3) / 1e9;
   const double floor_ms = r.bytes_per_step / (ceil.read_gbps * 1e9) * 1e3;
   const nlohmann::json dev = bench::device_info();
+  // The roofline's prediction of the same decode step (layer 2, this run's measured ceilings),
+  // at the mean context of the timed steps, joined with the measurement.
+  roofline::Scenario sc;
+  sc.phase = roofline::Phase::kDecode;
+  sc.batch = a.lat.batch;
+  sc.context = a.lat.input_len + a.lat.output_len / 2;
+  sc.cuda_graphs = !a.no_graphs;
+  const roofline::StepReport pred =
+      roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
   const engine::CudaOpsStats& st = ops.stats();
   nlohmann::json j = {
       {"tool", "ceiling bench latency"},
@@ -79,6 +89,9 @@ int run_latency_bench(const LatencyArgs& a) {
       {"gbps", gbps},
       {"floor_ms_per_token", floor_ms},
       {"pct_of_floor", 100.0 * floor_ms / r.ms_per_token},
+      {"predicted_ms_per_token", pred.time_predicted_s * 1e3},
+      {"prediction_gap", r.ms_per_token / (pred.time_predicted_s * 1e3)},
+      {"predicted_kernels_per_step", pred.launches},
       {"logits_hash", r.logits_hash},
       {"baseline_tokens_per_s", nullptr},
       {"cuda_graphs", !a.no_graphs},
@@ -116,9 +129,9 @@ int run_latency_bench(const LatencyArgs& a) {
              a.no_graphs ? "off" : "on");
   fmt::print(
       "  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
-      "({:.1f}% of floor) | read ceiling {:.0f} GB/s | {}\n",
+      "({:.1f}% of floor) | predicted {:.3f} ms (layer 2) | read ceiling {:.0f} GB/s | {}\n",
       r.ttft_ms, r.ms_per_token, r.tokens_per_s, gbps, floor_ms, 100.0 * floor_ms / r.ms_per_token,
-      ceil.read_gbps, r.logits_hash);
+      pred.time_predicted_s * 1e3, ceil.read_gbps, r.logits_hash);
   if (r.graph_replay_ms > 0)
     fmt::print(
         "  graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor); host share "

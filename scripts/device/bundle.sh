@@ -11,3 +11,7 @@ find "$build" -type f -perm -u+x ! -path '*/devlibs/*' ! -path '*/CMakeFiles/*' 
   grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia)[.-]' |
   while read -r lib; do cp -Lu "$lib" "$build/devlibs/"; done
 du -sh "$build/devlibs" | awk '{print "bundled libs: " $1}'
+# The commit this build comes from, for the result files' git_sha (scripts/device/env.sh).
+sha=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && sha="$sha-dirty"
+echo "$sha" >"$build/GIT_SHA"

@@ -7,4 +7,7 @@ _site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2
 for d in "$_site"/nvidia/*/lib; do [ -d "$d" ] && _p="$_p:$d"; done
 export LD_LIBRARY_PATH="$_p${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PATH:/usr/local/cuda/bin"
+# The commit the build was staged from (bundle.sh writes BUILD_DIR/GIT_SHA); the GPU machine has
+# no repository, so result files take their git_sha from here.
+[ -f "$_b/GIT_SHA" ] && export CEILING_GIT_SHA="$(cat "$_b/GIT_SHA")"
 unset _b _p _site

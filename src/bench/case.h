@@ -52,6 +52,11 @@ struct Cost {
   int64_t tiles = 0;         // output tiles of a tiled (GEMM-like) kernel for the roofline's
                              // wave model; 0 = not wave-quantized (streaming kernels)
   int launches = 1;          // kernel launches per run
+  // Dependent device-memory round trips on the critical path of one launch, counted from the
+  // kernel's structure (roofline/kernel_cost.h): 1 for a pure stream, +1 for each phase whose
+  // accesses wait on an earlier phase's loads (an index before a gather, a reduction before the
+  // stores).
+  int round_trips = 1;
 };
 
 // Outcome of check(): the worst relative error over the op's outputs.
@@ -75,6 +80,10 @@ class KernelCase {
   virtual nlohmann::json params() const = 0;
   // Name of the equivalent PyTorch call timed by bench/torch_baseline.py ("" = none).
   virtual std::string baseline_name() const { return ""; }
+  // False for a comparison variant the library does not choose for this shape (the losing side
+  // of a measured crossover, a configuration sweep): kept in the results, reported apart from
+  // the kernels the library runs.
+  virtual bool dispatched() const { return true; }
 
   virtual Cost cost() const = 0;
   // Device bytes of one input+output set (sizing the rotation past L2).

@@ -38,6 +38,15 @@ __global__ void tiny_kernel(const int* p, int* sink) {
   if (v == 0x7fc07fc0) sink[threadIdx.x] = v;
 }
 
+// One CTA whose second read depends on its first (an index, then the element it names), both
+// from memory no recent kernel touched: its node time minus tiny_kernel's is one dependent
+// device-memory round trip as a kernel inside a graph sees it.
+__global__ void chase_kernel(const int* p, const int* q, int* sink) {
+  const int i = p[threadIdx.x] & 0xffff;  // random data: any offset inside q's 256 KB window
+  const int v = q[i];
+  if (v == 0x7fc07fc0) sink[threadIdx.x] = v;
+}
+
 template <typename F>
 double median_ms(int reps, cudaStream_t s, F&& body) {
   std::vector<cudaEvent_t> ev(reps + 1);
@@ -101,6 +110,7 @@ nlohmann::json MeasuredCeilings::to_json() const {
           {"bf16_gemm_tflops", bf16_gemm_tflops},
           {"launch_graph_us", launch_graph_us},
           {"small_kernel_us", small_kernel_us},
+          {"round_trip_us", round_trip_us},
           {"method",
            {{"read_gbps",
              "16-byte streaming loads over a 4 GiB random buffer, best of 3 grids, "
@@ -111,7 +121,10 @@ nlohmann::json MeasuredCeilings::to_json() const {
             {"launch_graph_us", "graph of 200 empty kernels, per node, median of 20"},
             {"small_kernel_us",
              "graph of 200 one-CTA kernels each reading 1 KB of cold memory, "
-             "per node"}}}};
+             "per node"},
+            {"round_trip_us",
+             "per-node time of a graph of 200 one-CTA kernels each reading a cold index and "
+             "then the cold element it names, minus small_kernel_us"}}}};
 }
 
 MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
@@ -158,15 +171,25 @@ MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
         s, 200, [&] { empty_kernel<<<1, 32, 0, s>>>(); }, [] {});
     int node = 0;
     const size_t n16 = flush.bytes() / 16;
+    const auto evict = [&] {  // evict the 200 lines: stream 256 MB of other data through the L2
+      read_kernel<4><<<sms * 8, 256, 0, s>>>(flush.as<const uint4>(), n16, sink.as<uint32_t>());
+    };
     m.small_kernel_us = graph_node_us(
         s, 200,
         [&] {
           tiny_kernel<<<1, 256, 0, s>>>(cold.as<int>() + (node++ % 200) * (kStride / 4),
                                         sink.as<int>());
         },
-        [&] {  // evict the 200 lines: stream 256 MB of other data through the L2
-          read_kernel<4><<<sms * 8, 256, 0, s>>>(flush.as<const uint4>(), n16, sink.as<uint32_t>());
-        });
+        evict);
+    // Index in the first 1 KB of a node's 2 MB region, the element it names 1 MB further on.
+    const double chase_us = graph_node_us(
+        s, 200,
+        [&] {
+          const int* region = cold.as<int>() + (node++ % 200) * (kStride / 4);
+          chase_kernel<<<1, 256, 0, s>>>(region, region + kStride / 8, sink.as<int>());
+        },
+        evict);
+    m.round_trip_us = std::max(0.0, chase_us - m.small_kernel_us);
   }
   return m;
 }

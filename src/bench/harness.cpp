@@ -27,28 +27,6 @@ std::string utc_now() {
 }
 
 // Datasheet layer-2 parameters for this GPU with the rates replaced by the ones just measured.
-roofline::GpuCeilings ceilings_for_run(const nlohmann::json& dev, const MeasuredCeilings& m) {
-  roofline::GpuCeilings g;
-  try {
-    g = roofline::ceilings_for(roofline::gpu_id_for_device(dev.value("gpu", "")), false);
-  } catch (const Error&) {
-    g.gpu_id = "unknown";
-    g.gpu_name = dev.value("gpu", "unknown");
-    g.fp32_flops = 60e12;
-  }
-  g.measured = true;
-  g.source = "measured at the start of this run";
-  g.sm_count = dev.value("sm_count", g.sm_count);
-  g.l2_bytes = dev.value("l2_bytes", g.l2_bytes);
-  g.mem_bw = m.read_gbps * 1e9;
-  g.bf16_flops = m.bf16_gemm_tflops * 1e12;
-  g.bw_efficiency = 1;
-  g.compute_efficiency = 1;
-  g.launch_graph_s = m.launch_graph_us * 1e-6;
-  g.kernel_floor_s = std::max(0.0, (m.small_kernel_us - m.launch_graph_us) * 1e-6);
-  return g;
-}
-
 nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::GpuCeilings& gpu,
                         const MeasuredCeilings& m, size_t rotate_bytes, cudaStream_t s) {
   nlohmann::json j;
@@ -80,6 +58,8 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   j["flops"] = cost.flops;
   j["math"] = std::string(dtype_name(cost.math));
   j["launches"] = cost.launches;
+  j["round_trips"] = cost.round_trips;
+  j["dispatched"] = c.dispatched();
   j["gbps"] = cost.bytes / sec / 1e9;
   j["tflops"] = cost.flops / sec / 1e12;
   j["pct_read_bw"] = 100.0 * cost.bytes / sec / (m.read_gbps * 1e9);
@@ -90,6 +70,7 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   kc.bytes = cost.bytes;
   kc.tiles = cost.tiles;
   kc.launches = cost.launches;
+  kc.round_trips = cost.round_trips;
   const roofline::Prediction p = roofline::predict(gpu, kc, cost.math, true);
   j["predicted_ms"] = p.time_predicted_s * 1e3;
   j["roofline_ms"] = p.time_roofline_s * 1e3;
@@ -137,7 +118,7 @@ int run_kernel_bench(const BenchOptions& opt) {
       "measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel "
       "{:.2f} us\n",
       m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us);
-  const roofline::GpuCeilings gpu = ceilings_for_run(dev, m);
+  const roofline::GpuCeilings gpu = gpu_ceilings(dev, m);
   run["roofline"] = {{"gpu_id", gpu.gpu_id},
                      {"layer", 2},
                      {"launch_graph_us", gpu.launch_graph_s * 1e6},

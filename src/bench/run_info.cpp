@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -40,6 +41,9 @@ std::vector<std::string> split_csv(const std::string& line) {
 }  // namespace
 
 std::string git_sha() {
+  // A run on a machine without the repository (the GPU machine gets a copy of the working tree)
+  // names the commit it was staged from (bench/stage_device_build.sh writes it).
+  if (const char* env = std::getenv("CEILING_GIT_SHA"); env && *env) return env;
 #ifdef CEILING_SOURCE_DIR_FOR_GIT
   const std::string dir = CEILING_SOURCE_DIR_FOR_GIT;
   const std::string sha = capture("git -C '" + dir + "' rev-parse --short HEAD");

@@ -7,8 +7,9 @@
 
 namespace ceiling::bench {
 
-// `git rev-parse --short HEAD` (+ "-dirty" when the tree has changes) in the source tree when git
-// works there, else the SHA recorded when the build was configured (suffix "(build)").
+// $CEILING_GIT_SHA when set (device runs: the SHA the build was staged from), else `git rev-parse
+// --short HEAD` (+ "-dirty" when the tree has changes) in the source tree when git works there,
+// else the SHA recorded when the build was configured (suffix "(build)").
 std::string git_sha();
 
 // {"sm_mhz", "mem_mhz", "sm_max_mhz", "mem_max_mhz"} from nvidia-smi; empty object if unavailable.

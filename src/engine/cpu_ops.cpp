@@ -232,6 +232,39 @@ void CpuOps::down_proj(int l, const TensorView& act, const TensorView& out) {
          f32(out, "down_proj output"), config_.hidden_size);
 }
 
+void CpuOps::norm_qkv_proj(int l, const TensorView& residual, const TensorView& h,
+                           const TensorView& q, const TensorView& k, const TensorView& v) {
+  rms_norm(residual, nullptr, layer(l).input_norm, h);
+  qkv_proj(l, h, q, k, v);
+}
+
+void CpuOps::add_into(const TensorView& x, const TensorView& residual) {
+  CEILING_ENSURE(x.numel() == residual.numel(), "CpuOps: residual add of {} into {}", x.shape_str(),
+                 residual.shape_str());
+  const float* xp = f32(x, "residual addend");
+  float* rp = f32(residual, "residual");
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) rp[i] += xp[i];
+}
+
+void CpuOps::o_proj_residual(int l, const TensorView& attn, const TensorView& scratch,
+                             const TensorView& residual) {
+  o_proj(l, attn, scratch);
+  add_into(scratch, residual);
+}
+
+void CpuOps::norm_gate_up_proj(int l, const TensorView& residual, const TensorView& h,
+                               const TensorView& gate_up) {
+  rms_norm(residual, nullptr, layer(l).post_attn_norm, h);
+  gate_up_proj(l, h, gate_up);
+}
+
+void CpuOps::mlp_down_residual(int l, const TensorView& gate_up, const TensorView& act,
+                               const TensorView& scratch, const TensorView& residual) {
+  silu_mul(gate_up, act);
+  down_proj(l, act, scratch);
+  add_into(scratch, residual);
+}
+
 void CpuOps::gather_rows(const TensorView& x, const TensorView& out) {
   const int64_t H = x.dim(1);
   const float* xp = f32(x, "gather input");

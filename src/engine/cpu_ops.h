@@ -48,6 +48,14 @@ class CpuOps final : public Ops {
   void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void down_proj(int layer, const TensorView& act, const TensorView& out) override;
+  void norm_qkv_proj(int layer, const TensorView& residual, const TensorView& h,
+                     const TensorView& q, const TensorView& k, const TensorView& v) override;
+  void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
+                       const TensorView& residual) override;
+  void norm_gate_up_proj(int layer, const TensorView& residual, const TensorView& h,
+                         const TensorView& gate_up) override;
+  void mlp_down_residual(int layer, const TensorView& gate_up, const TensorView& act,
+                         const TensorView& scratch, const TensorView& residual) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
@@ -59,6 +67,7 @@ class CpuOps final : public Ops {
 
  private:
   const LayerWeights& layer(int l) const;
+  void add_into(const TensorView& x, const TensorView& residual);  // residual += x
 
   ThreadPool pool_;
   std::vector<std::unique_ptr<float[]>> f32_buffers_;

@@ -42,24 +42,18 @@ TensorView Forward::run(const StepBatch& step, KvCache& kv) {
   const TensorView attn = rows(ws_.attn, T), gate_up = rows(ws_.gate_up, T);
   const TensorView act = rows(ws_.act, T);
 
+  // residual [T, H] is the residual stream; x, h, act are scratch.
   ops_.embedding(residual);
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
-    if (l == 0)
-      ops_.rms_norm(residual, nullptr, lw.input_norm, h);
-    else
-      ops_.rms_norm(x, &residual, lw.input_norm, h);
-    ops_.qkv_proj(l, h, q, k, v);
+    ops_.norm_qkv_proj(l, residual, h, q, k, v);
     if (c.qk_norm) ops_.qk_norm(l, q, k);
     ops_.rope_kv_write(l, q, k, v, kv);
     ops_.attention(l, q, kv, attn);
-    ops_.o_proj(l, attn, x);
-    ops_.rms_norm(x, &residual, lw.post_attn_norm, h);
-    ops_.gate_up_proj(l, h, gate_up);
-    ops_.silu_mul(gate_up, act);
-    ops_.down_proj(l, act, x);
+    ops_.o_proj_residual(l, attn, x, residual);
+    ops_.norm_gate_up_proj(l, residual, h, gate_up);
+    ops_.mlp_down_residual(l, gate_up, act, x, residual);
   }
-  ops_.rms_norm(x, &residual, w.final_norm, h);
+  ops_.rms_norm(residual, nullptr, w.final_norm, h);
   const TensorView last = rows(ws_.last, R), logits = rows(ws_.logits, R);
   ops_.gather_rows(h, last);
   ops_.lm_head(last, logits);

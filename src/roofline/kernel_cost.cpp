@@ -63,6 +63,7 @@ void apply_defaults(GpuCeilings& c) {
   c.launch_eager_s = d.launch_eager_s;
   c.launch_graph_s = d.launch_graph_s;
   c.kernel_floor_s = d.kernel_floor_s;
+  c.round_trip_s = d.round_trip_s;
   c.allreduce_latency_s = d.allreduce_latency_s;
   c.l2_resident_fraction = d.l2_resident_fraction;
   c.tile_m = d.tile_m;
@@ -152,11 +153,12 @@ int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n) {
 }
 
 Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool cuda_graphs) {
-  CEILING_ENSURE(k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 &&
-                     k.launches >= 0 && k.l2_reuse_bytes >= 0 && k.l2_reuse_bytes <= k.bytes,
-                 "predict: invalid kernel cost (flops {}, bytes {}, l2_reuse_bytes {}, tiles {}, "
-                 "launches {}, nvlink_bytes {})",
-                 k.flops, k.bytes, k.l2_reuse_bytes, k.tiles, k.launches, k.nvlink_bytes);
+  CEILING_ENSURE(
+      k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 && k.launches >= 0 &&
+          k.l2_reuse_bytes >= 0 && k.l2_reuse_bytes <= k.bytes && k.round_trips >= 0,
+      "predict: invalid kernel cost (flops {}, bytes {}, l2_reuse_bytes {}, tiles {}, "
+      "launches {}, nvlink_bytes {}, round_trips {})",
+      k.flops, k.bytes, k.l2_reuse_bytes, k.tiles, k.launches, k.nvlink_bytes, k.round_trips);
   CEILING_ENSURE(gpu.mem_bw > 0 && gpu.sm_count > 0, "predict: GPU '{}' has no bandwidth or SMs",
                  gpu.gpu_id);
   Prediction p;
@@ -193,7 +195,14 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   const double work = std::max({comp2, mem2, comm2});
   double t = work;
   if (k.launches > 0) {
-    t = std::max(work, gpu.kernel_floor_s) + k.launches * gpu.launch_graph_s;
+    // A launched kernel's memory stream reaches its rate only after its first loads return
+    // (kernel_floor, measured with a tiny read-only kernel), and each further dependent phase
+    // (stores after the loads they depend on, a gather after its index) adds one round trip.
+    // Counted as overhead (latency) in the limiter, not as memory time.
+    const double latency =
+        gpu.kernel_floor_s +
+        (p.hbm_bytes > 0 ? std::max(0, k.round_trips - 1) * gpu.round_trip_s : 0.0);
+    t = std::max({comp2, mem2 + latency, comm2}) + k.launches * gpu.launch_graph_s;
     if (!cuda_graphs) t = std::max(t, k.launches * gpu.launch_eager_s);
   }
   p.time_predicted_s = t;

@@ -51,6 +51,7 @@ struct GpuCeilings {
   double launch_eager_s = 0;        // per kernel launched eagerly (host launch rate bound)
   double launch_graph_s = 0;        // per kernel node replayed from a CUDA graph
   double kernel_floor_s = 0;        // a kernel that touches memory takes at least this long
+  double round_trip_s = 0;          // one more dependent device-memory round trip in a kernel
   double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
@@ -81,8 +82,14 @@ struct KernelCost {
                               // serves them from L2 when they fit (l2_resident_fraction)
   int64_t tiles = 0;          // output tiles (CTAs) of a tiled kernel; 0 = not wave-quantized
   int launches = 1;           // kernel launches (0 for work fused into another kernel)
-  double nvlink_bytes = 0;    // bytes each GPU sends per direction over NVLink (collectives)
-  bool collective = false;    // an NVLink collective: pays allreduce_latency_s in layer 2
+  // Dependent device-memory phases on the kernel's critical path: accesses that cannot issue
+  // before an earlier phase's loads return. A read-only kernel has 1; a kernel that loads, then
+  // stores what it computed (a GEMV, a norm, an elementwise op) 2; one that first reads an index
+  // (embedding's token ids) 3. Layer 2 adds kernel_floor (the first phase, measured with a tiny
+  // read-only kernel) + (round_trips − 1) · round_trip_s to the memory time.
+  int round_trips = 1;
+  double nvlink_bytes = 0;  // bytes each GPU sends per direction over NVLink (collectives)
+  bool collective = false;  // an NVLink collective: pays allreduce_latency_s in layer 2
 };
 
 // Output tiles of an M x N GEMM under the ceilings' tile shape (ceil(M/tile_m) * ceil(N/tile_n)).

@@ -129,6 +129,9 @@ struct Builder {
     op.cost.l2_reuse_bytes = l2_reuse;
     op.cost.tiles = tiles;
     op.cost.launches = 1;
+    // Every op of the step loads, then stores what it computed from the loads (two dependent
+    // phases); the embedding first reads the token ids (three).
+    op.cost.round_trips = op.name == "embedding" ? 3 : 2;
     ops.push_back(std::move(op));
     return ops.back();
   }
@@ -148,11 +151,10 @@ struct Builder {
         wbytes + bias_bytes, kAct * (M * K + M * N), 0, kAct * M * K, gemm_ctas(M, N));
   }
 
-  // Fused residual add + RMSNorm over [T, H]: reads x and the residual, writes both.
-  void add_norm(std::string name, std::string note, int64_t count, bool per_layer, double T,
-                double H) {
-    add(std::move(name), std::move(note), count, per_layer, DType::kF32, 5 * T * H, 2 * H,
-        kAct * 4 * T * H, 0, kAct * T * H, 0);
+  // RMSNorm over [T, H]: reads the residual stream, writes the normalized rows.
+  void norm(std::string name, std::string note, int64_t count, bool per_layer, double T, double H) {
+    add(std::move(name), std::move(note), count, per_layer, DType::kF32, 4 * T * H, 2 * H,
+        kAct * 2 * T * H, 0, kAct * T * H, 0);
   }
 
   // Ring all-reduce of [T, H] bf16 across tp GPUs: each GPU sends 2(tp-1)/tp of it each way.
@@ -197,12 +199,19 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
   if (tp) b.allreduce("embedding_allreduce", 1, false, d.T * d.H);
 
   // --- one decoder layer, x L ---
-  b.add_norm("attn_norm", "residual add (previous layer's MLP output) fused into RMSNorm", L, true,
-             d.T, d.H);
+  // Decode at batch 1 (one GPU): the norms and the SiLU run inside the GEMVs (prologue), the
+  // residual adds as their epilogue. Otherwise norms and SiLU are kernels of their own; the
+  // residual add is always the epilogue of o_proj / down_proj (out = residual + x·W).
+  const bool fused = s.phase == Phase::kDecode && s.batch == 1 && !tp;
+  const double gamma = kAct * d.H;  // a norm's weight, read by the fused GEMV
+  if (!fused) b.norm("attn_norm", "RMSNorm of the residual stream", L, true, d.T, d.H);
   const double nqkv = (d.hq + 2 * d.hkv) * d.D;
-  b.gemm("qkv_proj", m.attention_bias ? "fused Q,K,V projection + bias" : "fused Q,K,V projection",
-         L, true, d.T, d.H, nqkv, weight_bytes(s, d.H, nqkv), math,
-         m.attention_bias ? kAct * nqkv : 0);
+  b.gemm(
+      "qkv_proj",
+      std::string(m.attention_bias ? "fused Q,K,V projection + bias" : "fused Q,K,V projection") +
+          (fused ? ", RMSNorm in its prologue" : ""),
+      L, true, d.T, d.H, nqkv, weight_bytes(s, d.H, nqkv) + (fused ? gamma : 0), math,
+      m.attention_bias ? kAct * nqkv : 0);
   {
     // RoPE on q and k (2 mul + 1 add per element; cos/sin table fp32, 4*D bytes per token),
     // q written back, k and v written into the paged KV cache in the cache dtype.
@@ -232,20 +241,35 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     b.add("attention", "paged decode attention (split-KV, enough CTAs to fill the GPU)", L, true,
           DType::kBF16, flops, 0, act, kv, kAct * d.B * d.hq * d.D, 0);
   }
-  b.gemm("o_proj", "attention output projection", L, true, d.T, d.hq * d.D, d.H,
-         weight_bytes(s, d.hq * d.D, d.H), math);
+  const double residual = kAct * d.T * d.H;  // the residual read by an accumulating epilogue
+  b.gemm("o_proj", "attention output projection, residual add in its epilogue", L, true, d.T,
+         d.hq * d.D, d.H, weight_bytes(s, d.hq * d.D, d.H), math);
+  b.ops.back().activation_bytes += residual;
+  b.ops.back().cost.bytes += residual;
   if (tp) b.allreduce("attn_allreduce", L, true, d.T * d.H);
-  b.add_norm("mlp_norm", "residual add (attention output) fused into RMSNorm", L, true, d.T, d.H);
-  b.gemm("gate_up_proj", "fused gate and up projections", L, true, d.T, d.H, 2 * d.I,
-         weight_bytes(s, d.H, 2 * d.I), math);
-  b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0, kAct * 3 * d.T * d.I,
-        0, kAct * 2 * d.T * d.I, 0);
-  b.gemm("down_proj", "MLP down projection", L, true, d.T, d.I, d.H, weight_bytes(s, d.I, d.H),
-         math);
+  if (!fused) b.norm("mlp_norm", "RMSNorm of the residual stream", L, true, d.T, d.H);
+  b.gemm("gate_up_proj",
+         std::string("fused gate and up projections") + (fused ? ", RMSNorm in its prologue" : ""),
+         L, true, d.T, d.H, 2 * d.I, weight_bytes(s, d.H, 2 * d.I) + (fused ? gamma : 0), math);
+  if (!fused)
+    b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0,
+          kAct * 3 * d.T * d.I, 0, kAct * 2 * d.T * d.I, 0);
+  b.gemm("down_proj",
+         fused
+             ? "MLP down projection, SiLU(gate) * up in its prologue, residual add in its epilogue"
+             : "MLP down projection, residual add in its epilogue",
+         L, true, d.T, d.I, d.H, weight_bytes(s, d.I, d.H), math);
+  {
+    // Fused, it reads gate_up [T, 2I] instead of the SiLU output [T, I]; always the residual.
+    const double extra = residual + (fused ? kAct * d.T * d.I : 0);
+    b.ops.back().activation_bytes += extra;
+    b.ops.back().cost.bytes += extra;
+    if (fused) b.ops.back().cost.flops += 5 * d.T * d.I;
+  }
   if (tp) b.allreduce("mlp_allreduce", L, true, d.T * d.H);
 
   // --- head ---
-  b.add_norm("final_norm", "last residual add fused into the final RMSNorm", 1, false, d.T, d.H);
+  b.norm("final_norm", "RMSNorm of the residual stream", 1, false, d.T, d.H);
   {
     // Logits only for the last position of each sequence; bf16 weights, fp32 logits.
     const double flops = 2 * d.Tout * d.H * d.V;

@@ -19,8 +19,10 @@
 //    int8 and fp8 weights one fp32 scale per output column. Scales are counted as bytes.
 //  * Embedding and lm_head stay bf16 whatever the weight dtype (AWQ/GPTQ int4 and FP8 checkpoints
 //    ship them unquantized).
-//  * Residual adds are fused into the following RMSNorm (add + norm in one kernel: Ops'
-//    rms_norm with fused residual); there is no separate residual-add op.
+//  * Residual adds are the epilogue of o_proj and down_proj (out = residual + x·W, in place).
+//    At decode batch 1 on one GPU the RMSNorms before qkv_proj / gate_up_proj and the SiLU
+//    before down_proj run as the GEMV's prologue (Ops' fused layer steps) and are not kernels of
+//    their own; otherwise each is a kernel.
 //  * Attention is costed as a flash-attention kernel: Q, K, V read once, O written once; softmax
 //    exponentials are not counted as FLOPs.
 #pragma once

@@ -51,6 +51,10 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
           (g.measured ? "tiny memory-touching kernel in a graph minus the empty-kernel cost"
                       : "`ceiling probe` on H100 SXM, 2026-11-21: a tiny memory-touching kernel "
                         "node costs 1.40 us, 0.61 us more than an empty one (H200: 0.86 us)"));
+  add("round_trip_us", fmt::format("{:.2f}", g.round_trip_s * 1e6),
+      "one more dependent cold read inside a kernel: measured by `ceiling bench` at the start of "
+      "each run (a graph of one-CTA kernels reading an index, then the element it names, minus "
+      "the one-read kernel); assumed 0.7 us (about Hopper's loaded HBM latency) otherwise");
   add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
       "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
   add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),

@@ -1,8 +1,8 @@
 // Causal varlen prefill attention vs cpu::attention: q_len around the 64/128 tiles, prefixes
 // already in the cache (chunked prefill), q_len 1..prime, mixed lengths and an empty sequence in
 // one batch, shuffled block tables, GQA groups 1/4/8, head dims 64/128, every block size, peaky
-// softmax, each kernel (mma.sync; wgmma where built), CUDA-graph capture,
-// bad shapes.
+// softmax, long contexts that cycle the K/V stages several times, each kernel (mma.sync; wgmma
+// and wgmma_ws where built), CUDA-graph capture, the wgmma build check on Hopper, bad shapes.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -21,10 +21,9 @@ class AttentionPrefill : public ::testing::TestWithParam<cuda::PrefillKernel> {
  protected:
   void SetUp() override {
     if (!attn_test::has_gpu()) GTEST_SKIP() << "no CUDA device";
-    cuda::PrefillPlan plan;
-    if (GetParam() != cuda::PrefillKernel::kMmaSync &&
-        !cuda::plan_prefill_attention({1, 1, 8, 8, 128, 16, GetParam()}, &plan).ok())
-      GTEST_SKIP() << "wgmma prefill not built";
+    const char* why = nullptr;
+    if (!cuda::prefill_kernel_available(GetParam(), 128, &why))
+      GTEST_SKIP() << "kernel unavailable: " << (why ? why : "?");
   }
   void check(std::vector<int> q_lens, std::vector<int> seq_lens, int hq, int hkv, int d, int bs,
              float q_scale = 1.0f) {
@@ -58,6 +57,12 @@ TEST_P(AttentionPrefill, GqaGroupsAndBlockSizes) {
     for (int bs : {16, 32, 64, 128, 256}) check({70, 150}, {90, 150}, hq, hkv, 128, bs);
 }
 
+TEST_P(AttentionPrefill, LongContextsCycleStages) {
+  check({700}, {700}, 4, 2, 128, 16);               // 6 key tiles on the last query tile
+  check({300, 1100}, {1500, 1100}, 8, 2, 128, 64);  // prefix: 12 key tiles
+  check({513}, {1537}, 4, 4, 64, 32);               // head_dim 64 (4 stages)
+}
+
 TEST_P(AttentionPrefill, PeakySoftmax) {
   check({190, 33}, {190, 400}, 4, 2, 128, 16, 8.0f);
   check({190}, {190}, 4, 2, 64, 16, 8.0f);
@@ -65,11 +70,14 @@ TEST_P(AttentionPrefill, PeakySoftmax) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefill,
                          ::testing::Values(cuda::PrefillKernel::kMmaSync,
-                                           cuda::PrefillKernel::kWgmma),
+                                           cuda::PrefillKernel::kWgmma,
+                                           cuda::PrefillKernel::kWgmmaWs),
                          [](const ::testing::TestParamInfo<cuda::PrefillKernel>& p) {
                            switch (p.param) {
                              case cuda::PrefillKernel::kWgmma:
                                return "wgmma";
+                             case cuda::PrefillKernel::kWgmmaWs:
+                               return "wgmma_ws";
                              default:
                                return "mma_sync";
                            }
@@ -94,6 +102,25 @@ TEST(AttentionPrefillGraph, CapturesInCudaGraph) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// The default build targets sm_90a, so on a compute-capability 9.0 device the wgmma kernels must
+// be available and chosen by kAuto (the check once reported them missing in the `ceiling` binary).
+TEST(AttentionPrefillPlan, WgmmaAvailableOnHopper) {
+  ATTN_REQUIRE_GPU();
+  int dev = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
+  if (major != 9 || minor != 0) GTEST_SKIP() << "not a compute-capability 9.0 device";
+  for (int d : {64, 128}) {
+    const char* why = nullptr;
+    EXPECT_TRUE(cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaWs, d, &why))
+        << (why ? why : "");
+    cuda::PrefillPlan plan;
+    ASSERT_TRUE(cuda::plan_prefill_attention({2, 300, 8, 2, d, 16}, &plan).ok());
+    EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kWgmmaWs);
+  }
 }
 
 TEST(AttentionPrefillPlan, RejectsUnsupportedShapes) {

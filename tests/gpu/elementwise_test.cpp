@@ -3,6 +3,9 @@
 
 #include <cuda_bf16.h>
 
+#include <string>
+#include <utility>
+
 #include "gpu_test_util.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/rms_norm.h"
@@ -46,6 +49,19 @@ TEST(GpuRmsNorm, MatchesReference) {
         expect_case_passes(*bench::make_rms_norm_case(rows, H, residual), s);
 }
 
+// Prefill-sized row counts: two rows per lane group for short rows (odd counts leave the last
+// group half empty); one row per CTA for long rows.
+TEST(GpuRmsNorm, TwoRowsPerCta) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (bool residual : {true, false})
+    for (int rows : {2048, 2051})
+      for (int H : {8, 64, 136, 4096})
+        expect_case_passes(*bench::make_rms_norm_case(rows, H, residual), s);
+  for (int gap : {0, 8})
+    expect_case_passes(*bench::make_rms_norm_heads_case(67, 32, 128, 32 * 128 + gap), s);
+}
+
 TEST(GpuRmsNorm, PerHeadNormInPlace) {
   CEILING_REQUIRE_GPU();
   Stream s;
@@ -62,6 +78,74 @@ TEST(GpuRmsNorm, RejectsBadShapes) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("H 0"), std::string::npos) << st.message();
   EXPECT_FALSE(cuda::rms_norm_heads(nullptr, 100, 1, 2, 64, nullptr, 1e-6f, nullptr).ok());
+}
+
+// A chain in which every kernel reads what its predecessor wrote (embedding -> in-place RMSNorm
+// with residual, several times -> SiLU-mul -> RMSNorm), launched back to back with PDL on a
+// stream and replayed from a CUDA graph, must give bit for bit what the same kernels give with
+// the stream synchronized after each (no overlap at all). Outputs are poisoned first.
+TEST(GpuElementwise, PdlChainMatchesSerialized) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  using bf16 = __nv_bfloat16;
+  for (const auto& shape : {std::pair{1, 4096}, std::pair{64, 128}, std::pair{2049, 4096}}) {
+    const int T = shape.first, H = shape.second;
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE("T " + std::to_string(T) + " H " + std::to_string(H) + " seed " +
+                 std::to_string(seed));
+    const int V = 300, I = H / 2;
+    const size_t n = size_t(T) * H;
+    DeviceBuffer table(size_t{2} * V * H), ids(size_t{4} * T), w(size_t{2} * H), x(2 * n),
+        res(2 * n), z(2 * n / 2), z2(2 * n / 2);
+    fill_uniform(table.as<bf16>(), size_t(V) * H, seed, -2.0f, 2.0f, s);
+    fill_uniform(w.as<bf16>(), H, seed + 1, 0.5f, 1.5f, s);
+    bench::fill_uniform_int(ids.as<int32_t>(), T, seed + 2, 0, V, s);
+    const auto run = [&](int mode) {  // 0 serialized, 1 PDL stream, 2 PDL graph
+      poison(x.get(), 2 * n, s);
+      poison(z.get(), n, s);
+      poison(z2.get(), n, s);
+      fill_uniform(res.as<bf16>(), n, seed + 3, -1.0f, 1.0f, s);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      const auto step = [&](const Status& st) {
+        ASSERT_TRUE(st.ok()) << st.message();
+        if (mode == 0) {
+          ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        }
+      };
+      const auto enqueue = [&] {
+        step(cuda::embedding(table.as<bf16>(), V, H, ids.as<int32_t>(), T, x.as<bf16>(), s));
+        for (int l = 0; l < 4; ++l)
+          step(cuda::rms_norm(x.as<bf16>(), res.as<bf16>(), w.as<bf16>(), T, H, 1e-5f, x.as<bf16>(),
+                              s));
+        step(cuda::silu_mul(x.as<bf16>(), T, I, z.as<bf16>(), s));
+        step(cuda::rms_norm(z.as<bf16>(), nullptr, w.as<bf16>(), T, I, 1e-5f, z2.as<bf16>(), s));
+      };
+      if (mode == 2) {
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t ge = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        enqueue();
+        ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+      } else {
+        enqueue();
+      }
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    };
+    run(0);
+    const auto want_res = to_host(res.as<uint16_t>(), n, s);
+    const auto want = to_host(z2.as<uint16_t>(), n / 2, s);
+    for (int mode : {1, 2}) {
+      SCOPED_TRACE(mode == 1 ? "stream" : "graph");
+      run(mode);
+      EXPECT_TRUE(to_host(res.as<uint16_t>(), n, s) == want_res);
+      EXPECT_TRUE(to_host(z2.as<uint16_t>(), n / 2, s) == want);
+    }
+  }
 }
 
 TEST(GpuSiluMul, MatchesReference) {

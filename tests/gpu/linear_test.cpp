@@ -1,8 +1,14 @@
 // GEMV, cuBLASLt and the dispatcher vs cpu::linear: M 1..16 (and beyond for cuBLASLt), N and K
-// off the tiles (primes, K % 8 != 0 takes the scalar GEMV), bias, f32 output.
+// off the tiles (primes, N not a multiple of the rows per CTA or stage, K not a multiple of the
+// ring's column tile, K % 8 != 0 takes the scalar GEMV), bias, f32 output, every built M = 1
+// configuration, and a PDL-launched chain in which each GEMV reads its predecessor's output.
 #include "bench/cases/linear.h"
 
+#include <cmath>
+#include <vector>
+
 #include "gpu_test_util.h"
+#include "kernels/cpu/ref.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 
@@ -11,17 +17,74 @@ namespace {
 
 using namespace gpu_test;
 using bench::LinearImpl;
+using bf16 = __nv_bfloat16;
 
 TEST(GpuGemv, MatchesReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (int M : {1, 2, 3, 5, 8, 11, 16})
-    for (int N : {1, 13, 257})
-      for (int K : {8, 7, 24, 1003, 4096})
+    for (int N : {1, 13, 257, 1031})
+      for (int K : {8, 7, 24, 1003, 4096, 4104})
         for (bool bias : {false, true})
           expect_case_passes(*bench::make_linear_case(LinearImpl::kGemv, M, N, K, bias,
                                                       (M + N) % 2 ? DType::kF32 : DType::kBF16),
                              s);
+}
+
+// Every built M = 1 configuration (gemv_with_config).
+std::vector<cuda::GemvConfig> built_configs() {
+  std::vector<cuda::GemvConfig> cfgs;
+  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}};
+  for (const auto& [t, r, u] : regs) {
+    cuda::GemvConfig c;
+    c.threads = t;
+    c.rows = r;
+    c.unroll = u;
+    cfgs.push_back(c);
+  }
+  // (warps, ktile, stages, CTAs per SM, evict-first, interleaved rows); stages 2 and 16 reuse
+  // the ring most and least often (16 is clamped to the 200 KB budget).
+  const cuda::RingConfig rings[] = {{8, 1024, 5, 1, false, true}, {8, 1024, 5, 1, false, false},
+                                    {8, 1024, 2, 1, false, true}, {8, 1024, 16, 1, false, true},
+                                    {8, 1024, 3, 2, false, true}, {8, 1024, 5, 1, true, true},
+                                    {8, 2048, 3, 1, false, true}, {16, 512, 5, 1, false, true}};
+  for (const auto& r : rings) {
+    cuda::GemvConfig c;
+    c.use_ring = true;
+    c.ring = r;
+    cfgs.push_back(c);
+  }
+  return cfgs;
+}
+
+// N from below the grid (1, 13) to one or two rows per CTA (133, just above the SM count) and
+// several row groups per CTA (primes 1031, 4099); K from one 16-byte chunk to column tiles with a
+// short last tile (520, 2056, 4104).
+TEST(GpuGemv, ConfigsMatchReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (const auto& c : built_configs()) {
+    for (int N : {1, 13, 133, 1031})
+      for (int K : {8, 24, 520, 4104})
+        for (bool bias : {false, true})
+          expect_case_passes(*bench::make_gemv_config_case(
+                                 c, N, K, bias, (N + K) % 3 ? DType::kBF16 : DType::kF32),
+                             s);
+    expect_case_passes(*bench::make_gemv_config_case(c, 4099, 2056, true), s);
+    expect_case_passes(*bench::make_gemv_config_case(c, 4099, 4104, false, DType::kF32), s);
+    expect_case_passes(*bench::make_gemv_config_case(c, 263, 14336, true), s);
+  }
+}
+
+// The subset run under compute-sanitizer (memcheck, racecheck): every configuration on a tiny
+// shape and on one with several row groups per CTA and several passes over the ring.
+TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (const auto& c : built_configs()) {
+    expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true), s);
+    expect_case_passes(*bench::make_gemv_config_case(c, 4099, 2056, false), s);
+  }
 }
 
 TEST(GpuGemv, RejectsLargeM) {
@@ -29,6 +92,85 @@ TEST(GpuGemv, RejectsLargeM) {
   const Status st = cuda::gemv(nullptr, nullptr, nullptr, nullptr, DType::kBF16, 17, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("M 17"), std::string::npos) << st.message();
+}
+
+TEST(GpuGemv, RejectsUnbuiltConfig) {
+  CEILING_REQUIRE_GPU();
+  cuda::GemvConfig c;
+  c.use_ring = true;
+  c.ring.warps = 3;
+  DeviceBuffer b(4096);
+  Status st = cuda::gemv_with_config(c, b.as<bf16>(), b.as<bf16>(), nullptr, b.get(), DType::kBF16,
+                                     8, 8, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("ring_w3"), std::string::npos) << st.message();
+  c.ring.warps = 8;  // built, but x [K] must fit in shared memory
+  st = cuda::gemv_with_config(c, b.as<bf16>(), b.as<bf16>(), nullptr, b.get(), DType::kBF16, 8,
+                              16392, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("K 16392"), std::string::npos) << st.message();
+}
+
+// A chain of GEMVs (x_{i+1} = W_i · x_i, square), launched back to back with PDL on a stream and
+// then replayed from a CUDA graph: each one must read its predecessor's output only after
+// pdl_wait. Outputs are poisoned first, so a read before the write gives NaN; each layer is checked
+// against cpu::linear of the previous layer's GPU output. Variants: M = 1 and 2 through gemv(),
+// M = 1 through the ring kernel.
+TEST(GpuGemv, PdlChainReadsPredecessorOutput) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  cuda::GemvConfig ring;
+  ring.use_ring = true;
+  for (int variant : {0, 1, 2}) {
+    const int M = variant == 2 ? 2 : 1;
+    constexpr int kN = 2056, kLayers = 6;
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE("variant " + std::to_string(variant) + " seed " + std::to_string(seed));
+    DeviceBuffer w(size_t{2} * kLayers * kN * kN), acts(size_t{2} * (kLayers + 1) * M * kN);
+    const auto wl = [&](int l) { return w.as<bf16>() + size_t(l) * kN * kN; };
+    const auto act = [&](int l) { return acts.as<bf16>() + size_t(l) * M * kN; };
+    // |W| ≤ 0.066 keeps the activations' scale about 1 over the layers (sqrt(K)·0.58·0.038).
+    fill_uniform(w.as<bf16>(), size_t(kLayers) * kN * kN, seed, -0.066f, 0.066f, s);
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(graph ? "graph" : "stream");
+      fill_uniform(act(0), size_t(M) * kN, seed + 1 + graph, -1.0f, 1.0f, s);
+      poison(act(1), size_t{2} * kLayers * M * kN, s);
+      const auto enqueue = [&] {
+        for (int l = 0; l < kLayers; ++l) {
+          const Status st =
+              variant == 1
+                  ? cuda::gemv_with_config(ring, act(l), wl(l), nullptr, act(l + 1), DType::kBF16,
+                                           kN, kN, s)
+                  : cuda::gemv(act(l), wl(l), nullptr, act(l + 1), DType::kBF16, M, kN, kN, s);
+          ASSERT_TRUE(st.ok()) << st.message();
+        }
+      };
+      if (graph) {
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t ge = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        enqueue();
+        ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+      } else {
+        enqueue();
+      }
+      const auto host = bench::to_f32(to_host(act(0), size_t(kLayers + 1) * M * kN, s));
+      const auto wh = to_host(w.as<bf16>(), size_t(kLayers) * kN * kN, s);
+      for (int l = 0; l < kLayers; ++l) {
+        TensorView wv(const_cast<bf16*>(wh.data()) + size_t(l) * kN * kN, DType::kBF16, {kN, kN});
+        std::vector<float> ref(size_t(M) * kN);
+        cpu::linear(host.data() + size_t(l) * M * kN, wv, nullptr, M, ref.data());
+        const std::vector<float> got(host.begin() + size_t(l + 1) * M * kN,
+                                     host.begin() + size_t(l + 2) * M * kN);
+        EXPECT_LE(rel_err(got, ref), bench::kTolBf16Out) << "layer " << l;
+      }
+    }
+  }
 }
 
 TEST(GpuCublasLt, MatchesReference) {

@@ -31,6 +31,41 @@ TEST(GpuRopeKv, MatchesReference) {
         }
 }
 
+// T >= 512 takes the prefill configuration (four tasks a thread).
+TEST(GpuRopeKv, PrefillSizes) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int heads[][2] = {{32, 8}, {5, 1}};
+  for (int T : {512, 601})
+    for (const auto& [Hq, Hkv] : heads)
+      for (int D : {16, 80, 128, 256})
+        for (bool qk_norm : {false, true}) {
+          if (T == 512 && (Hq != 32 || D != 128)) continue;
+          bench::RopeKvShape sh;
+          sh.T = T;
+          sh.Hq = Hq;
+          sh.Hkv = Hkv;
+          sh.D = D;
+          sh.block_size = 16;
+          sh.num_blocks = (T + 15) / 16 + 3;
+          sh.skip_every = 5;
+          sh.qk_norm = qk_norm;
+          expect_case_passes(*bench::make_rope_kv_case(sh), s);
+        }
+}
+
+TEST(GpuRopeKv, ManyHeadsAtDecode) {  // more warp-iterations than 32 warps cover
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  bench::RopeKvShape sh;
+  sh.T = 3;
+  sh.Hq = 80;
+  sh.Hkv = 20;
+  sh.D = 512;
+  sh.qk_norm = true;
+  expect_case_passes(*bench::make_rope_kv_case(sh), s);
+}
+
 TEST(GpuRopeKv, LongPositionsAndQkNorm) {
   CEILING_REQUIRE_GPU();
   Stream s;

@@ -18,6 +18,16 @@ TEST(GpuArgmax, MatchesReferenceWithTies) {
     for (int V : {1, 3, 1001, 50000}) expect_case_passes(*bench::make_argmax_case(S, V), s);
 }
 
+// Rows of >= 64K logits are split over a cluster of CTAs: ties across the slices, prime V (no
+// float4 path, slices of unequal length), up to 64 rows.
+TEST(GpuArgmax, SplitRowsMatchReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (int S : {1, 2, 7, 64})
+    for (int V : {65536, 65537, 128256, 131071})
+      expect_case_passes(*bench::make_argmax_case(S, V), s);
+}
+
 TEST(GpuSampler, ManyRandomRowsMatchCpu) {
   CEILING_REQUIRE_GPU();
   Stream s;

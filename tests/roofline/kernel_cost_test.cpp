@@ -30,10 +30,18 @@ TEST(KernelCost, MemoryBoundKernelHandWorked) {
   EXPECT_NEAR(p.compute_s, 1e9 / 989.4e12, 1e-15);
   EXPECT_NEAR(p.time_roofline_s, 1e-3, 1e-3 * kRel);
   EXPECT_EQ(p.roofline_limiter, Limiter::kMemory);
-  // Layer 2: bytes / (bw * 0.90) + one graph launch.
+  // Layer 2: bytes / (bw * 0.90) + one loaded round trip + one graph launch.
   const Layer2Defaults& d = layer2_defaults();
-  EXPECT_NEAR(p.time_predicted_s, 1e-3 / d.bw_efficiency + d.launch_graph_s, 1e-3 * kRel);
+  EXPECT_NEAR(p.time_predicted_s, 1e-3 / d.bw_efficiency + d.kernel_floor_s + d.launch_graph_s,
+              1e-3 * kRel);
   EXPECT_EQ(p.limiter, Limiter::kMemory);
+  // Each further dependent phase adds one round trip; fused work (no launch) pays none.
+  k.round_trips = 3;
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s,
+              1e-3 / d.bw_efficiency + d.kernel_floor_s + 2 * d.round_trip_s + d.launch_graph_s,
+              1e-3 * kRel);
+  k.launches = 0;
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, 1e-3 / d.bw_efficiency, 1e-3 * kRel);
 }
 
 TEST(KernelCost, ComputeBoundKernelWithWaveQuantization) {
@@ -65,12 +73,12 @@ TEST(KernelCost, TinyKernelIsOverheadBoundEagerOrGraph) {
   KernelCost k;
   k.bytes = 16384;  // 4.9 ns of bandwidth
   const Prediction graph = predict(g, k, DType::kF32, true);
-  EXPECT_NEAR(graph.time_predicted_s, d.kernel_floor_s + d.launch_graph_s, 1e-15);
+  EXPECT_NEAR(graph.time_predicted_s,
+              16384 / (3.35e12 * d.bw_efficiency) + d.kernel_floor_s + d.launch_graph_s, 1e-15);
   EXPECT_EQ(graph.limiter, Limiter::kOverhead);
   EXPECT_EQ(graph.roofline_limiter, Limiter::kMemory);
   const Prediction eager = predict(g, k, DType::kF32, false);
-  EXPECT_NEAR(eager.time_predicted_s,
-              std::max(d.kernel_floor_s + d.launch_graph_s, d.launch_eager_s), 1e-15);
+  EXPECT_NEAR(eager.time_predicted_s, std::max(graph.time_predicted_s, d.launch_eager_s), 1e-15);
   // Fused work (no launch of its own) pays neither floor nor launch.
   k.launches = 0;
   EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 16384 / (3.35e12 * d.bw_efficiency),
@@ -167,10 +175,11 @@ TEST(KernelCost, MeasuredCeilingsOverrideTheDatasheet) {
   EXPECT_EQ(g.compute_efficiency, 1);
   EXPECT_NEAR(g.kernel_floor_s, 1.2e-6, 1e-15);  // small kernel - empty kernel
   EXPECT_NEAR(g.launch_eager_s, 2.5e-6, 1e-15);
-  // Memory-bound kernel under measured ceilings: no efficiency factor.
+  // Memory-bound kernel under measured ceilings: no efficiency factor; one measured round trip
+  // (the floor) and one graph launch.
   KernelCost k;
   k.bytes = 1e9;
-  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, 1e9 / m.read_bw + 1e-6, 1e-12);
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, 1e9 / m.read_bw + 1.2e-6 + 1e-6, 1e-12);
   // A file for another GPU is refused.
   EXPECT_THROW(ceilings_from_file("h200", f.string()), Error);
   fs::remove(f);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
 
@@ -97,6 +98,10 @@ class AttentionCase : public KernelCase {
   }
 
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
+  // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
+  bool dispatched() const override {
+    return sp_.decode ? sp_.plan_num_sms == 0 : sp_.kernel == cuda::PrefillKernel::kAuto;
+  }
   std::string shape() const override {
     std::string s = "S=" + std::to_string(sp_.seq_lens.size()) + " q=" + range_str(sp_.q_lens) +
                     " ctx=" + range_str(sp_.seq_lens) + " Hq=" + std::to_string(sp_.num_q_heads) +
@@ -212,6 +217,8 @@ class AttentionCase : public KernelCase {
     switch (pplan_.kernel) {
       case cuda::PrefillKernel::kWgmma:
         return "wgmma";
+      case cuda::PrefillKernel::kWgmmaWs:
+        return "wgmma_ws";
       default:
         return "mma_sync";
     }
@@ -400,6 +407,11 @@ std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec) {
 }
 
 void register_attention_cases(CaseList& out) {
+  if (const char* why = nullptr;
+      !cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaWs, 128, &why))
+    fmt::print(stderr,
+               "warning: attention: wgmma prefill kernels unavailable ({}); auto = mma_sync\n",
+               why ? why : "?");
   // Decode targets: B=32 ctx 4096 (≥ 90% of read bandwidth) and B=1 ctx 32768 (≥ 80%), GQA 32/8.
   for (int bs : {16, 64})
     out.push_back(make_attention_case(uniform(true, 32, 1, 4096, 32, 8, 128, bs)));
@@ -413,21 +425,33 @@ void register_attention_cases(CaseList& out) {
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.
-  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kAuto}) {
+  // "auto" is what the engine gets; the explicit kernels are the comparison (a kernel that this
+  // build or device lacks is left out rather than failing the whole family).
+  for (cuda::PrefillKernel k :
+       {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kAuto}) {
+    if (!cuda::prefill_kernel_available(k, 128)) continue;
     for (int b : {1, 4}) {
       AttentionSpec s = uniform(false, b, 4096, 4096, 32, 32, 128, 16);
       s.kernel = k;
-      s.label = k == cuda::PrefillKernel::kAuto ? "auto" : "mma_sync";
+      s.label = k == cuda::PrefillKernel::kAuto    ? "auto"
+                : k == cuda::PrefillKernel::kWgmma ? "wgmma"
+                                                   : "mma_sync";
       s.check_tokens = 8;
       out.push_back(make_attention_case(s));
     }
   }
-  AttentionSpec gqa = uniform(false, 1, 4096, 4096, 32, 8, 128, 64);
-  gqa.check_tokens = 8;
-  out.push_back(make_attention_case(gqa));
-  AttentionSpec d64 = uniform(false, 1, 4096, 4096, 32, 32, 64, 16);
-  d64.check_tokens = 8;
-  out.push_back(make_attention_case(d64));
+  // GQA 32/8 with 64-token blocks, and head_dim 64: auto (unlabelled) and the 2-warpgroup wgmma.
+  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kAuto}) {
+    if (!cuda::prefill_kernel_available(k, 128)) continue;
+    AttentionSpec gqa = uniform(false, 1, 4096, 4096, 32, 8, 128, 64);
+    AttentionSpec d64 = uniform(false, 1, 4096, 4096, 32, 32, 64, 16);
+    for (AttentionSpec* s : {&gqa, &d64}) {
+      s->kernel = k;
+      s->check_tokens = 8;
+      if (k == cuda::PrefillKernel::kWgmma) s->label = "wgmma";
+      out.push_back(make_attention_case(*s));
+    }
+  }
 }
 
 }  // namespace ceiling::bench

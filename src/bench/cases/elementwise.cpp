@@ -24,6 +24,7 @@ class EmbeddingCase : public CaseBase {
   Cost cost() const override {
     Cost c;
     c.bytes = 2.0 * T_ * H_ * 2 + 4.0 * T_;  // rows read + rows written + ids
+    c.round_trips = 3;                       // the id, the row it names, the stores
     return c;
   }
   // The table is shared by all sets (rows are random, so reads are cold anyway).
@@ -80,6 +81,7 @@ class RmsNormCase : public CaseBase {
     const double n = double(rows_) * H_;
     c.bytes = 2.0 * (n * (residual_ ? 4 : 2) + H_);  // x, (residual r+w), w, out
     c.flops = n * (residual_ ? 5 : 4);
+    c.round_trips = 2;  // loads, a reduction over the row, then the stores
     return c;
   }
   size_t set_bytes() const override {
@@ -160,6 +162,7 @@ class RmsNormHeadsCase : public CaseBase {
     const double n = double(T_) * heads_ * D_;
     c.bytes = 2.0 * (2 * n + D_);
     c.flops = 4 * n;
+    c.round_trips = 2;  // loads, a reduction over the head, then the stores
     return c;
   }
   size_t set_bytes() const override { return bf16_bytes(double(T_) * stride_ + D_); }
@@ -216,6 +219,7 @@ class SiluMulCase : public CaseBase {
     Cost c;
     c.bytes = 2.0 * 3 * T_ * double(I_);
     c.flops = 5.0 * T_ * I_;
+    c.round_trips = 2;  // loads, then the stores of what was computed from them
     return c;
   }
   size_t set_bytes() const override { return bf16_bytes(3.0 * T_ * I_); }

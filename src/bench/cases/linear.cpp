@@ -25,11 +25,17 @@ class LinearCase : public CaseBase {
            : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt"
                                             : "linear";
   }
+  // What the engine runs for this shape: the dispatcher's choice; configuration sweeps and the
+  // losing side of the GEMV / cuBLASLt crossover are comparisons.
+  bool dispatched() const override {
+    if (cfg_) return false;
+    if (impl_ == LinearImpl::kDispatch) return true;
+    const bool gemv = cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv;
+    return gemv == (impl_ == LinearImpl::kGemv);
+  }
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
-    if (cfg_)
-      s += " cfg=t" + std::to_string(cfg_->threads) + "r" + std::to_string(cfg_->rows) + "u" +
-           std::to_string(cfg_->unroll);
+    if (cfg_) s += " cfg=" + cuda::gemv_config_name(*cfg_);
     if (bias_) s += " bias";
     if (out_dtype_ != DType::kBF16) s += " out=" + std::string(dtype_name(out_dtype_));
     return s;
@@ -44,6 +50,7 @@ class LinearCase : public CaseBase {
     c.flops = 2.0 * M_ * double(N_) * K_;
     c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ +
               (bias_ ? 2.0 * N_ : 0);
+    c.round_trips = 2;  // loads, then the stores of what was computed from them
     if (uses_gemv()) {
       c.math = DType::kF32;  // CUDA-core FMAs
     } else {
@@ -74,8 +81,8 @@ class LinearCase : public CaseBase {
     switch (impl_) {
       case LinearImpl::kGemv:
         if (cfg_)
-          return cuda::gemv_with_config(*cfg_, x_.at(set), w_.at(set), bias,
-                                        reinterpret_cast<bf16*>(out_.at(set)), N_, K_, s);
+          return cuda::gemv_with_config(*cfg_, x_.at(set), w_.at(set), bias, out_.at(set),
+                                        out_dtype_, N_, K_, s);
         return cuda::gemv(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
       case LinearImpl::kCublasLt:
         return lt_->lt().run(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
@@ -142,6 +149,11 @@ std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int 
   return std::make_unique<LinearCase>(impl, M, N, K, bias, out_dtype);
 }
 
+std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, int N, int K,
+                                                  bool bias, DType out_dtype) {
+  return std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, bias, out_dtype, cfg);
+}
+
 // The shapes (x·W with W 4096→14336, 4096→4096, 14336→4096), the fused QKV / gate-up of
 // Llama-3.1-8B (6144, 28672), a 1B-class hidden of 2048, and the lm_head (f32 logits). The
 // crossover sweep (linear_gemv vs linear_cublaslt over M) feeds bench/gen_crossover.py.
@@ -154,13 +166,40 @@ void register_linear_cases(CaseList& out) {
       out.push_back(make_linear_case(LinearImpl::kCublasLt, M, N, K, false));
     }
   out.push_back(make_linear_case(LinearImpl::kGemv, 1, 4096, 4096, true));
-  // M = 1 kernel configurations side by side (the default is the measured best).
-  const cuda::GemvConfig cfgs[] = {{128, 4, 4}, {128, 2, 4}, {128, 1, 4}, {128, 2, 2},
-                                   {256, 1, 2}, {256, 2, 2}, {256, 1, 4}, {64, 4, 4}};
+  // M = 1 kernel configurations side by side (gemv() runs the register kernel t128r2u2): the
+  // default on every shape and the ring kernel's candidates beside it, for before/after in one run.
+  const auto reg = [](int t, int r, int u) {
+    cuda::GemvConfig c;
+    c.threads = t;
+    c.rows = r;
+    c.unroll = u;
+    return c;
+  };
+  const auto ring = [](int warps, int ktile, int stages, int ctas_per_sm, bool evict_first,
+                       bool interleave) {
+    cuda::GemvConfig c;
+    c.use_ring = true;
+    c.ring = {warps, ktile, stages, ctas_per_sm, evict_first, interleave};
+    return c;
+  };
+  const cuda::GemvConfig ring_default = ring(8, 1024, 5, 1, false, true);
+  for (const auto& [N, K] : shapes) {
+    out.push_back(make_gemv_config_case(reg(128, 2, 2), N, K));
+    out.push_back(make_gemv_config_case(ring_default, N, K));
+  }
+  out.push_back(make_gemv_config_case(reg(128, 2, 2), 128256, 4096, false, DType::kF32));
+  out.push_back(make_gemv_config_case(ring_default, 128256, 4096, false, DType::kF32));
+  const cuda::GemvConfig cfgs[] = {
+      reg(128, 2, 4),                     // at K = 4096 every weight load is issued before pdl_wait
+      ring(8, 1024, 5, 1, false, false),  // contiguous row ranges per CTA (the first version's)
+      ring(8, 1024, 5, 1, true, true),    // L2 evict-first on W
+      ring(8, 1024, 3, 1, false, true),   // 48 KB ring
+      ring(8, 1024, 10, 1, false, true),  // 160 KB ring: no room for a successor's CTA
+      ring(8, 1024, 3, 2, false, true),   // two CTAs per SM
+      ring(8, 2048, 3, 1, false, true),   // 32 KB stages: half the barrier waits per byte
+      ring(16, 512, 5, 1, false, true)};  // 16 rows x 512 per stage
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336}})
-    for (const auto& c : cfgs)
-      out.push_back(
-          std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, false, DType::kBF16, c));
+    for (const auto& c : cfgs) out.push_back(make_gemv_config_case(c, N, K));
   out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
   for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
     out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));

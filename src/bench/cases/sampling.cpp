@@ -25,6 +25,7 @@ class ArgmaxCase : public CaseBase {
     Cost c;
     c.bytes = 4.0 * S_ * double(V_) + 4.0 * S_;
     c.flops = double(S_) * V_;
+    c.round_trips = 2;  // loads, then the reduction across the cluster before the store
     return c;
   }
   size_t set_bytes() const override { return 4 * size_t(S_) * V_; }

@@ -10,6 +10,8 @@
 #include "engine/cuda/engine_kernels.h"
 #include "engine/cuda/sampler_state.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/silu_mul.h"
@@ -31,7 +33,12 @@ enum Op : uint64_t {
   kSilu,
   kDown,
   kGather,
-  kLmHead
+  kLmHead,
+  kNormQkv,
+  kOProjResidual,
+  kNormGateUp,
+  kSiluDownResidual,
+  kDownResidual
 };
 }  // namespace
 
@@ -88,7 +95,7 @@ const cuda_impl::FusedLayerWeights& CudaOps::fused(int layer) const {
 }
 
 void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView* bias, void* out,
-                     DType out_dtype, int rows) {
+                     DType out_dtype, int rows, bool accumulate) {
   const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
   CEILING_ENSURE(x.ndim == 2 && x.dim(1) == K, "CudaOps: linear input {} does not match weight {}",
                  x.shape_str(), w.shape_str());
@@ -96,8 +103,14 @@ void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView*
   linear_
       ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(w.data),
             bias ? static_cast<const bf16*>(bias->data) : nullptr, out, out_dtype, rows, N, K,
-            stream_)
+            stream_, accumulate)
       .throw_if_error();
+}
+
+bool CudaOps::gemv_fuses(int rows, const TensorView& w, const void* x) const {
+  const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
+  return cuda::linear_path(rows, N, K) == cuda::LinearPath::kGemv &&
+         cuda::gemv_fused_supported(K, x, w.data);
 }
 
 bool CudaOps::pending_is(const void* q, const void* k, const void* v) const {
@@ -149,7 +162,13 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView* residual, const Te
 
 void CudaOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const TensorView& k,
                        const TensorView& v) {
-  const int rows = begin_op(kQkv, l, {x.data, q.data, k.data, v.data}, false, x, kTokens, true);
+  qkv_proj_into_pending(l, x, nullptr, q, k, v);
+}
+
+void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::GemvFusion* fusion,
+                                    const TensorView& q, const TensorView& k, const TensorView& v) {
+  const int rows = begin_op(fusion ? kNormQkv : kQkv, l, {x.data, q.data, k.data, v.data}, false, x,
+                            kTokens, true);
   check_rows(q, kTokens, "q");
   check_rows(k, kTokens, "k");
   check_rows(v, kTokens, "v");
@@ -159,10 +178,89 @@ void CudaOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const Te
   pending_.valid = false;
   if (launching()) {
     ensure_qkv(rows);
-    linear(x, f.qkv, f.qkv_bias.data ? &f.qkv_bias : nullptr, qkv_, DType::kBF16, rows);
+    const TensorView* bias = f.qkv_bias.data ? &f.qkv_bias : nullptr;
+    if (fusion) {
+      cuda::gemv_fused(*fusion, bf16_ptr(x, "residual"), static_cast<const bf16*>(f.qkv.data),
+                       bias ? static_cast<const bf16*>(bias->data) : nullptr, qkv_, rows,
+                       static_cast<int>(f.qkv.dim(0)), static_cast<int>(f.qkv.dim(1)), stream_)
+          .throw_if_error();
+    } else {
+      linear(x, f.qkv, bias, qkv_, DType::kBF16, rows);
+    }
   }
   // q, k, v stay in qkv_ until an op needs them as separate views (materialize_qkv).
   pending_ = {q.data, k.data, v.data, rows, true};
+}
+
+// ---- the layer's steps: at decode sizes the norm / SiLU run as the GEMV's prologue and the
+// residual add as its epilogue (gemv_fused); otherwise the single ops in sequence, the residual
+// add as cuBLASLt's beta = 1.
+
+void CudaOps::norm_qkv_proj(int l, const TensorView& residual, const TensorView& h,
+                            const TensorView& q, const TensorView& k, const TensorView& v) {
+  const TensorView& norm = weights().layers.at(l).input_norm;
+  if (!gemv_fuses(check_rows(residual, kTokens, "residual"), fused(l).qkv, residual.data)) {
+    rms_norm(residual, nullptr, norm, h);
+    qkv_proj(l, h, q, k, v);
+    return;
+  }
+  cuda::GemvFusion f;
+  f.input = cuda::GemvInput::kRmsNorm;
+  f.norm_weight = static_cast<const bf16*>(norm.data);
+  f.eps = static_cast<float>(config_.rms_norm_eps);
+  qkv_proj_into_pending(l, residual, &f, q, k, v);
+}
+
+void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /*scratch*/,
+                              const TensorView& residual) {
+  const int rows = begin_op(kOProjResidual, l, {attn.data, residual.data}, false, attn, kTokens);
+  check_rows(residual, kTokens, "residual");
+  const TensorView& w = weights().layers.at(l).o_proj;
+  if (launching())
+    linear(attn, w, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows, true);
+}
+
+void CudaOps::norm_gate_up_proj(int l, const TensorView& residual, const TensorView& h,
+                                const TensorView& gate_up) {
+  const TensorView& norm = weights().layers.at(l).post_attn_norm;
+  const TensorView& w = fused(l).gate_up;
+  if (!gemv_fuses(check_rows(residual, kTokens, "residual"), w, residual.data)) {
+    rms_norm(residual, nullptr, norm, h);
+    gate_up_proj(l, h, gate_up);
+    return;
+  }
+  const int rows =
+      begin_op(kNormGateUp, l, {residual.data, gate_up.data}, false, residual, kTokens);
+  check_rows(gate_up, kTokens, "gate_up");
+  if (!launching()) return;
+  cuda::GemvFusion f;
+  f.input = cuda::GemvInput::kRmsNorm;
+  f.norm_weight = static_cast<const bf16*>(norm.data);
+  f.eps = static_cast<float>(config_.rms_norm_eps);
+  cuda::gemv_fused(f, bf16_ptr(residual, "residual"), static_cast<const bf16*>(w.data), nullptr,
+                   bf16_ptr(gate_up, "gate_up"), rows, static_cast<int>(w.dim(0)),
+                   static_cast<int>(w.dim(1)), stream_)
+      .throw_if_error();
+}
+
+void CudaOps::mlp_down_residual(int l, const TensorView& gate_up, const TensorView& act,
+                                const TensorView& /*scratch*/, const TensorView& residual) {
+  const TensorView& w = weights().layers.at(l).down_proj;
+  const bool fuse = gemv_fuses(check_rows(gate_up, kTokens, "gate_up"), w, gate_up.data);
+  if (!fuse) silu_mul(gate_up, act);
+  const TensorView& in = fuse ? gate_up : act;
+  const int rows = begin_op(fuse ? kSiluDownResidual : kDownResidual, l, {in.data, residual.data},
+                            false, in, kTokens);
+  check_rows(residual, kTokens, "residual");
+  if (!launching()) return;
+  bf16* out = bf16_ptr(residual, "residual");
+  if (!fuse) return linear(act, w, nullptr, out, DType::kBF16, rows, true);
+  cuda::GemvFusion f;
+  f.input = cuda::GemvInput::kSiluMul;
+  f.accumulate = true;
+  cuda::gemv_fused(f, bf16_ptr(gate_up, "gate_up"), static_cast<const bf16*>(w.data), nullptr, out,
+                   rows, static_cast<int>(w.dim(0)), static_cast<int>(w.dim(1)), stream_)
+      .throw_if_error();
 }
 
 void CudaOps::qk_norm(int l, const TensorView& q, const TensorView& k) {

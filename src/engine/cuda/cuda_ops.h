@@ -35,6 +35,7 @@
 #include "engine/ops.h"
 #include "engine/ops_factory.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 
 namespace ceiling::engine {
@@ -90,6 +91,14 @@ class CudaOps final : public Ops {
   void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void down_proj(int layer, const TensorView& act, const TensorView& out) override;
+  void norm_qkv_proj(int layer, const TensorView& residual, const TensorView& h,
+                     const TensorView& q, const TensorView& k, const TensorView& v) override;
+  void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
+                       const TensorView& residual) override;
+  void norm_gate_up_proj(int layer, const TensorView& residual, const TensorView& h,
+                         const TensorView& gate_up) override;
+  void mlp_down_residual(int layer, const TensorView& gate_up, const TensorView& act,
+                         const TensorView& scratch, const TensorView& residual) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
@@ -169,7 +178,13 @@ class CudaOps final : public Ops {
   // ---- helpers (cuda_ops.cpp) ----
   static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
   void linear(const TensorView& x, const TensorView& w, const TensorView* bias, void* out,
-              DType out_dtype, int rows);
+              DType out_dtype, int rows, bool accumulate = false);
+  // Whether `rows` of x through weight w [N, K] take the GEMV, so a fused GEMV (norm or SiLU
+  // prologue) can replace the op before it.
+  bool gemv_fuses(int rows, const TensorView& w, const void* x) const;
+  // qkv_proj with x through `fusion` (cuda::GemvFusion; null: plain), the pending-q/k/v logic.
+  void qkv_proj_into_pending(int layer, const TensorView& x, const cuda::GemvFusion* fusion,
+                             const TensorView& q, const TensorView& k, const TensorView& v);
   const cuda_impl::FusedLayerWeights& fused(int layer) const;
 
   CudaOpsOptions options_;

@@ -9,7 +9,9 @@
 //
 // Plan → run: plan_* is host-only (validates shapes, picks splits / tiles, sizes the workspace);
 // run_* only launches kernels on `stream` — no allocation, no sync, no host read of device data —
-// so it can be captured in a CUDA graph. A plan stays valid for any batch whose sizes stay within
+// so it can be captured in a CUDA graph. Kernels are launched with programmatic dependent launch
+// (pdl.cuh): each waits for the previous kernel in the stream before reading anything, and lets
+// the next one launch early. A plan stays valid for any batch whose sizes stay within
 // the shape it was made for (same S and T, seq_lens[s] ≤ max_seq_len for decode).
 //
 // Device-side contract (not checkable without reading device memory): q_len ≤ seq_len for every
@@ -86,10 +88,16 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
 // ---- prefill ----------------------------------------------------------------------------------
 
 enum class PrefillKernel {
-  kAuto,          // the fastest built for the device
-  kMmaSync,       // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
-  kWgmma,         // FlashAttention-3 style: sm_90a warpgroup MMA (when built)
+  kAuto,     // the fastest built for the device
+  kMmaSync,  // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
+  kWgmma,    // sm_90a warpgroup MMA, 2 warpgroups that all load K/V (when built)
+  kWgmmaWs,  // FlashAttention-3 style: producer warpgroup + 2 ping-ponging consumer warpgroups
+             // with softmax/MMA overlap (sm_90a, when built)
 };
+
+// Whether plan_prefill_attention accepts `kernel` for head_dim on the current device (kAuto and
+// kMmaSync always, for a supported head_dim). When false, *why (if not null) says why.
+bool prefill_kernel_available(PrefillKernel kernel, int head_dim, const char** why = nullptr);
 
 struct PrefillShape {
   int num_seqs = 0;    // S

@@ -11,6 +11,9 @@
 // its normalized partial output and log2-sum-exp to the workspace, and the last split of the
 // (sequence, KV head) to finish — counted with an atomic per group, reset by that last CTA —
 // merges them (one launch, no separate combine kernel).
+//
+// Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
+// new K/V) before its first read; the next kernel may launch once every CTA has started.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
 namespace {
@@ -67,6 +71,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   constexpr int kTileBytes = kTile * D * 2;
   extern __shared__ __align__(128) uint8_t smem[];
 
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, s = blockIdx.z;
   const int kvh = blockIdx.y / p.q_chunks, qc = blockIdx.y % p.q_chunks;
@@ -408,8 +414,7 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);
-    kern<<<grid, kWarps * 32, smem, stream>>>(p);
-    CEILING_CUDA_RETURN_LAST();
+    CEILING_CUDA_RETURN(detail::launch_pdl(kern, grid, dim3(kWarps * 32), smem, stream, p));
     return Status::ok_status();
   });
 }

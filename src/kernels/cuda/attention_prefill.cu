@@ -10,13 +10,15 @@
 // paged cache with 16-byte cp.async into swizzled shared memory, double-buffered (the next tile
 // loads while this one computes). Tiles are walked from the diagonal down to key 0, so only the
 // first one or two need the causal mask. Softmax is online in fp32 (log2 domain), P is rounded to
-// bf16 for the P·V product, accumulation is fp32.
+// bf16 for the P·V product, accumulation is fp32. All prefill kernels are launched with PDL
+// (pdl.cuh) and wait on the previous kernel before their first read.
 #include <cuda_bf16.h>
 
 #include "core/check.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/attention_prefill_sm90.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
 namespace {
@@ -38,6 +40,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
   __shared__ QTile sh_tile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   if (warp == 0) {
     const QTile found = find_tile<kBM>(p, blockIdx.y);
     if (lane == 0) sh_tile = found;
@@ -202,13 +206,28 @@ Status run_mma(const PrefillPlan& plan, const PrefillParams& p, cudaStream_t str
     auto* kern = prefill_mma_kernel<D, BS>;
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    kern<<<dim3(sh.num_q_heads, plan.tile_slots), kWarps * 32, smem, stream>>>(p);
-    CEILING_CUDA_RETURN_LAST();
+    CEILING_CUDA_RETURN(detail::launch_pdl(kern, dim3(sh.num_q_heads, plan.tile_slots),
+                                           dim3(kWarps * 32), smem, stream, p));
     return Status::ok_status();
   });
 }
 
 }  // namespace
+
+bool prefill_kernel_available(PrefillKernel kernel, int head_dim, const char** why) {
+  if (why) *why = nullptr;
+  switch (kernel) {
+    case PrefillKernel::kWgmma:
+    case PrefillKernel::kWgmmaWs:
+      return sm90::prefill_wgmma_available(head_dim, why);
+    case PrefillKernel::kAuto:
+    case PrefillKernel::kMmaSync:
+      break;
+  }
+  if (head_dim == 64 || head_dim == 128) return true;
+  if (why) *why = "head_dim is not 64 or 128";
+  return false;
+}
 
 Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   const PrefillShape& sh = shape;
@@ -224,11 +243,15 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   pl.shape = sh;
   pl.kernel = sh.kernel;
   if (pl.kernel == PrefillKernel::kAuto)
-    pl.kernel = sm90::prefill_wgmma_available(sh.head_dim) ? PrefillKernel::kWgmma
-                                                           : PrefillKernel::kMmaSync;
-  const bool wgmma = pl.kernel == PrefillKernel::kWgmma;
-  if (wgmma && !sm90::prefill_wgmma_available(sh.head_dim))
-    return Status::error("prefill attention: wgmma kernel not built for head_dim {}", sh.head_dim);
+    pl.kernel = prefill_kernel_available(PrefillKernel::kWgmmaWs, sh.head_dim)
+                    ? PrefillKernel::kWgmmaWs
+                    : PrefillKernel::kMmaSync;
+  const char* why = nullptr;
+  if (!prefill_kernel_available(pl.kernel, sh.head_dim, &why))
+    return Status::error("prefill attention: {} kernel unavailable for head_dim {}: {}",
+                         pl.kernel == PrefillKernel::kWgmmaWs ? "wgmma_ws" : "wgmma", sh.head_dim,
+                         why ? why : "unknown");
+  const bool wgmma = pl.kernel == PrefillKernel::kWgmma || pl.kernel == PrefillKernel::kWgmmaWs;
   pl.block_m = wgmma ? sm90::kPrefillBlockM : kBM;
   // Σ_s ceil(q_len_s / BM) ≤ ceil(T / BM) + S - 1 for any split of T tokens into S sequences.
   pl.tile_slots = ceil_div(sh.num_tokens, pl.block_m) + sh.num_seqs;
@@ -274,6 +297,9 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   p.hkv = sh.num_kv_heads;
   p.group = sh.num_q_heads / sh.num_kv_heads;
   p.scale_log2 = scale * kLog2e;
+  if (plan.kernel == PrefillKernel::kWgmmaWs)
+    return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
+                                      plan.tile_slots, stream);
   if (plan.kernel == PrefillKernel::kWgmma)
     return sm90::run_prefill_wgmma(p, sh.head_dim, sh.block_size, sh.num_q_heads, plan.tile_slots,
                                    stream);

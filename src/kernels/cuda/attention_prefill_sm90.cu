@@ -7,12 +7,18 @@
 // online softmax on the accumulator registers (fp32, log2 domain), converts P to bf16 A-fragments
 // in registers and issues O += P·V as 8 wgmma with V read N-major (transposed) from shared memory.
 // Tiles are walked from the diagonal down, so only the first one or two are masked.
-// Shared-memory layouts and descriptors: attention_sm90.cuh.
+// Shared-memory layouts and descriptors: attention_sm90.cuh. Launched with PDL (pdl.cuh): every
+// thread waits on the previous kernel before reading anything.
+//
+// Also here: prefill_wgmma_available(), which both wgmma kernels share.
 #include <cuda_bf16.h>
+
+#include <atomic>
 
 #include "core/check.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/attention_sm90.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda::sm90 {
 namespace {
@@ -38,6 +44,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int wg = warp / 4, wq = warp % 4;
 
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   if (warp == 0) {
     const QTile found = find_tile<kBM>(p, blockIdx.y);
     if (lane == 0) sh_tile = found;
@@ -192,24 +200,65 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
 #endif
 }
 
+// Never launched: its static shared memory is kMarkerSmemBytes only in a device pass compiled
+// with the sm_90a features (CEILING_WGMMA), so cudaFuncGetAttributes tells a host whether the
+// image it would run has the wgmma kernels. (CEILING_WGMMA exists only in device passes; the
+// device image's binaryVersion alone cannot tell compute_90 from compute_90a.)
+constexpr int kMarkerSmemBytes = 1008;
+__global__ void wgmma_build_marker(int* sink) {
+#ifdef CEILING_WGMMA
+  __shared__ int probe[kMarkerSmemBytes / 4];
+  probe[threadIdx.x % (kMarkerSmemBytes / 4)] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  if (sink) sink[threadIdx.x] = probe[(threadIdx.x + 1) % (kMarkerSmemBytes / 4)];
+#else
+  (void)sink;
+#endif
+}
+
 }  // namespace
 
-bool prefill_wgmma_available(int head_dim) {
-  if (head_dim != 64 && head_dim != 128) return false;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+bool prefill_wgmma_available(int head_dim, const char** why) {
+  static const char* const kWhy[] = {
+      nullptr,
+      "head_dim is not 64 or 128",
+      "no CUDA device",
+      "the device is not compute capability 9.0",
+      "cudaFuncGetAttributes failed on the wgmma marker kernel",
+      "the device image was built without sm_90a features (configure with "
+      "CMAKE_CUDA_ARCHITECTURES=90a)"};
+  auto answer = [&](int code) {
+    if (why) *why = kWhy[code];
+    return code == 0;
+  };
+  if (head_dim != 64 && head_dim != 128) return answer(1);
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return answer(2);
   }
+  // Probed once per device (plan_* may be called per step); code + 1, 0 = not probed yet.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices];
+  if (dev >= 0 && dev < kMaxDevices) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return answer(c - 1);
+  }
+  int code = 0, major = 0, minor = 0;
   cudaFuncAttributes attr{};
-  if (major != 9 || minor != 0 ||
-      cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<128, 16>) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    code = 2;
+  } else if (major != 9 || minor != 0) {
+    code = 3;
+  } else if (cudaFuncGetAttributes(&attr, wgmma_build_marker) != cudaSuccess) {
+    code = 4;
+  } else if (attr.sharedSizeBytes < static_cast<size_t>(kMarkerSmemBytes)) {
+    code = 5;
   }
-  return attr.binaryVersion == 90;
+  if (code != 0) cudaGetLastError();
+  if (dev >= 0 && dev < kMaxDevices) cache[dev].store(code + 1, std::memory_order_relaxed);
+  return answer(code);
 }
 
 Status run_prefill_wgmma(const PrefillParams& p, int head_dim, int block_size, int hq,
@@ -219,8 +268,8 @@ Status run_prefill_wgmma(const PrefillParams& p, int head_dim, int block_size, i
     auto* kern = prefill_wgmma_kernel<D, BS>;
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    kern<<<dim3(hq, tile_slots), kThreads, smem, stream>>>(p);
-    CEILING_CUDA_RETURN_LAST();
+    CEILING_CUDA_RETURN(
+        detail::launch_pdl(kern, dim3(hq, tile_slots), dim3(kThreads), smem, stream, p));
     return Status::ok_status();
   });
 }

@@ -1,6 +1,7 @@
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
 namespace {
@@ -12,8 +13,12 @@ constexpr int kThreads = 128;
 constexpr int kPer = 4;  // 16-byte chunks per thread, all loads issued before the stores
 
 // grid (T, ceil(H / (8 · kThreads · kPer))): block y copies a slice of row ids[t].
+// PDL: the ids are written by the step's host upload or an earlier kernel, and the row to read
+// depends on them, so nothing is prefetched before the wait.
 __global__ void embedding_vec_kernel(const bf16* __restrict__ table, int64_t V, int H,
                                      const int32_t* __restrict__ ids, bf16* __restrict__ out) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int t = blockIdx.x;
   const int c0 = blockIdx.y * kThreads * kPer + threadIdx.x;  // 8-element chunks of the row
   const int64_t id = ids[t];
@@ -41,6 +46,8 @@ __global__ void embedding_vec_kernel(const bf16* __restrict__ table, int64_t V, 
 // Any H and alignment: one element a thread.
 __global__ void embedding_scalar_kernel(const bf16* __restrict__ table, int64_t V, int H,
                                         const int32_t* __restrict__ ids, bf16* __restrict__ out) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int t = blockIdx.x;
   const int i = blockIdx.y * kThreads + threadIdx.x;
   if (i >= H) return;
@@ -60,12 +67,13 @@ Status embedding(const bf16* table, int64_t V, int H, const int32_t* ids, int T,
   const bool vec = H % 8 == 0 && detail::aligned16(table) && detail::aligned16(out);
   if (vec) {
     const dim3 grid(T, detail::ceil_div(H / 8, kThreads * kPer));
-    embedding_vec_kernel<<<grid, kThreads, 0, stream>>>(table, V, H, ids, out);
+    CEILING_CUDA_RETURN(detail::launch_pdl(embedding_vec_kernel, grid, dim3(kThreads), 0, stream,
+                                           table, V, H, ids, out));
   } else {
     const dim3 grid(T, detail::ceil_div(H, kThreads));
-    embedding_scalar_kernel<<<grid, kThreads, 0, stream>>>(table, V, H, ids, out);
+    CEILING_CUDA_RETURN(detail::launch_pdl(embedding_scalar_kernel, grid, dim3(kThreads), 0, stream,
+                                           table, V, H, ids, out));
   }
-  CEILING_CUDA_RETURN_LAST();
   return Status();
 }
 

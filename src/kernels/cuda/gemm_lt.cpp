@@ -94,13 +94,14 @@ Status LtGemm::plan(int M, int N, int K, bool bias, DType out_dtype) {
 }
 
 Status LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
-                   void* out, DType out_dtype, int M, int N, int K, cudaStream_t stream) {
+                   void* out, DType out_dtype, int M, int N, int K, cudaStream_t stream,
+                   bool accumulate) {
   CEILING_RETURN_IF_ERROR(plan(M, N, K, bias != nullptr, out_dtype));
   Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, out_dtype});
   if (bias)
     CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                          &bias, sizeof(bias)));
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;  // C = D = out: in place
   CEILING_CUBLAS_RETURN(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, w,
                                        p.a, x, p.b, &beta, out, p.c, out, p.c, &p.algo, workspace_,
                                        workspace_bytes_, stream));

@@ -30,8 +30,9 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   Status plan(int M, int N, int K, bool bias, DType out_dtype);
+  // accumulate: out = out + x · W^T (+ bias), in place (beta = 1), rounded once.
   Status run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
-             DType out_dtype, int M, int N, int K, cudaStream_t stream);
+             DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate = false);
 
  private:
   struct Plan;

@@ -1,9 +1,29 @@
-// Napkin math (H100, 4096 → 14336 at M = 1): 117 MB of weights, 8 KB of x; at ~3 TB/s the floor is
-// ~39 µs. The kernel is built to stream W at the memory roof: 16-byte non-allocating loads,
-// kUnroll·kRows loads in flight per thread before any math, a few thousand CTAs, x re-read from L1.
+// Napkin math (H200, 4096 → 14336 at M = 1): 117 MB of weights, 8 KB of x; at the measured
+// 4.65 TB/s the floor is 25.3 µs, and 4096 → 4096 (33.6 MB) is 7.2 µs. The streaming itself is
+// easy; what is lost is a fixed ~2–4 µs per kernel (first-wave ramp, last-wave tail), which is
+// 10–30 % of these shapes (bench/notes.md). Two kernels:
+//
+// * The register kernel (every M ≤ 16; the default): one CTA per kRows rows, 16-byte
+//   non-allocating loads, kUnroll·kRows loads in flight per thread before any math.
+// * The ring kernel (M = 1, K ≤ 16384; benchmark configurations, kM1Ring switches the default):
+//   a persistent grid (SMs × ctas_per_sm CTAs, each a balanced share of W's rows) in which one
+//   producer thread streams the CTA's weights with 1D bulk copies (cp.async.bulk, the copy engine)
+//   into a ring of shared-memory stages completing on mbarriers, and consumer warps (one weight row
+//   each) take dot products with a shared-memory copy of x. Bytes in flight per SM are bounded by
+//   the ring, not by registers; the weights do not depend on the previous kernel, so under PDL the
+//   ring fills before griddepcontrol.wait.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <type_traits>
+
 #include "core/check.h"
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
 namespace {
@@ -17,15 +37,23 @@ __device__ __forceinline__ void store_out(float* p, float v) {
   *p = v;
 }
 
+// ---- Register kernel (any M ≤ 16) ---------------------------------------------------------
+
 // CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
 // owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
-template <int kMaxM, int kRows, int kUnroll, int kThreads, typename OutT>
+// kIn selects what the rows of x are (GemvInput): x itself (row stride ldx); silu(g)·u of a
+// gate/up row [g | u] of 2K (rounded to bf16 as silu_mul stores it); or RMSNorm(r)·γ of a residual
+// row r: the dot product is taken with r·γ and scaled by rsqrt(mean(r²) + eps) at the end — each
+// CTA reads all of r for its dot products anyway, so Σr² costs one FMA per element. `accumulate`:
+// out = bf16(out + bf16(v)) (a residual add; each output element belongs to one CTA, so in place is
+// race-free).
+template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K) {
-  // Programmatic dependent launch: a following PDL-launched kernel may start once every CTA of
-  // this grid has started; it waits (griddepcontrol.wait) before touching what this one writes.
-  asm volatile("griddepcontrol.launch_dependents;");
+                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K, int ldx,
+                const bf16* __restrict__ gamma, float eps, bool accumulate) {
+  static_assert(kMaxM * kRows <= kThreads, "one output per thread in the epilogue");
+  detail::pdl_launch_dependents();
   const int chunks = K / 8;
   const int n0 = blockIdx.x * kRows;
   const bf16* wrow[kRows];
@@ -33,15 +61,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, N - 1)) * K;
 
   float acc[kMaxM][kRows] = {};
+  float ss[kIn == GemvInput::kRmsNorm ? kMaxM : 1] = {};  // Σ r² per row of x
   auto fma_chunk = [&](const detail::Bf16x8(&wv)[kRows], int c) {
     float wf[kRows][8];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) detail::to_float8(wv[r], wf[r]);
+    float gf[8];  // the norm weight γ (kRmsNorm)
+    if constexpr (kIn == GemvInput::kRmsNorm) detail::to_float8(detail::load8(gamma + c * 8), gf);
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) {
       if (m < M) {
+        const bf16* xm = x + static_cast<int64_t>(m) * ldx + c * 8;
         float xf[8];
-        detail::to_float8(detail::load8(x + static_cast<int64_t>(m) * K + c * 8), xf);
+        detail::to_float8(detail::load8(xm), xf);
+        if constexpr (kIn == GemvInput::kSiluMul) {
+          float uf[8];
+          detail::to_float8(detail::load8(xm + K), uf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            xf[e] = __bfloat162float(__float2bfloat16(detail::silu_times(xf[e], uf[e])));
+        }
+        if constexpr (kIn == GemvInput::kRmsNorm) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            ss[m] = fmaf(xf[e], xf[e], ss[m]);
+            xf[e] *= gf[e];
+          }
+        }
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -51,12 +97,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   // The weights do not depend on the previous kernel, x and out do: the first weight loads are
-  // issued before waiting for the previous kernel (a no-op when launched without PDL), so a
-  // PDL-launched GEMV streams weights during its predecessor's tail.
+  // issued before pdl_wait.
+  // With `accumulate`, the thread that will write output i = threadIdx.x (< kMaxM·kRows) loads
+  // the old value right after the wait, so that load overlaps the weight stream.
   bool waited = false;
+  float prev = 0.0f;
   const auto wait_producer = [&] {
-    if (!waited) asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (waited) return;
+    detail::pdl_wait();
     waited = true;
+    if constexpr (std::is_same_v<OutT, bf16>) {
+      const int i = threadIdx.x, m = i / kRows, n = n0 + i % kRows;
+      if (accumulate && i < kMaxM * kRows && m < M && n < N)
+        prev = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
+    }
   };
   int c = threadIdx.x;
   for (; c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
@@ -80,15 +134,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait_producer();  // threads without chunks still write out below
 
   constexpr int kWarps = kThreads / 32;
-  __shared__ float partial[kWarps][kMaxM * kRows];
+  constexpr int kSums = kMaxM * kRows + (kIn == GemvInput::kRmsNorm ? kMaxM : 0);
+  __shared__ float partial[kWarps][kSums];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int m = 0; m < kMaxM; ++m)
+  for (int m = 0; m < kMaxM; ++m) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const float s = detail::warp_sum(acc[m][r]);
       if (lane == 0) partial[warp][m * kRows + r] = s;
     }
+    if constexpr (kIn == GemvInput::kRmsNorm) {
+      const float s = detail::warp_sum(ss[m]);
+      if (lane == 0) partial[warp][kMaxM * kRows + m] = s;
+    }
+  }
   __syncthreads();
   for (int i = threadIdx.x; i < kMaxM * kRows; i += kThreads) {
     const int m = i / kRows, n = n0 + i % kRows;
@@ -96,13 +156,192 @@ __global__ void __launch_bounds__(kThreads, 1)
       float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < kWarps; ++j) s += partial[j][i];
+      if constexpr (kIn == GemvInput::kRmsNorm) {
+        float sq = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kWarps; ++j) sq += partial[j][kMaxM * kRows + m];
+        s *= rsqrtf(sq / static_cast<float>(K) + eps);
+      }
       if (bias) s += __bfloat162float(bias[n]);
+      if constexpr (std::is_same_v<OutT, bf16>) {
+        if (accumulate) s = __bfloat162float(__float2bfloat16(s)) + prev;  // i == threadIdx.x
+      }
       store_out(out + static_cast<int64_t>(m) * N + n, s);
     }
   }
 }
 
-// Any K and alignment: one warp per output row n, all M rows of x.
+// ---- Ring kernel (M = 1) --------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// Returns once the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// 1D bulk copy global → shared (bytes and both addresses multiples of 16), completing `bytes`
+// of transaction count on `bar`. kEvictFirst: W is streamed once, so mark its lines first to go.
+template <bool kEvictFirst>
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+  if constexpr (kEvictFirst)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar))
+        : "memory");
+}
+
+constexpr int kRingMaxStages = 16;
+constexpr int kRingMaxK = 16384;           // x [K] lives in shared memory
+constexpr int kRingMaxBytes = 200 * 1024;  // of the 227 KB an H100/H200 CTA may opt in to
+
+// out[n] = x · W[n] (+ bias[n]) for M = 1, K ≤ kRingMaxK. CTA b of G = gridDim.x owns the rows
+// b, b + G, b + 2G, ... (`interleave`: at any moment the grid reads one dense window of W) or the
+// contiguous rows [b·N/G, (b+1)·N/G); either way N/G rounded up or down. It takes its rows in
+// groups of kWarps; a stage is one group × kKT columns (the last column tile may be shorter).
+// Warp kWarps is the producer (lane 0 issues one bulk copy per row of a stage); warp w < kWarps
+// computes row w of each stage, lane l the 8-element chunks l, l + 32, ... of it, with x read
+// from a shared-memory copy, and writes out after the group's last column tile. Shared memory:
+// `stages` ≤ kRingMaxStages ring slots of kWarps·kKT bf16, then x [K].
+template <int kWarps, int kKT, bool kEvictFirst, typename OutT>
+__global__ void __launch_bounds__((kWarps + 1) * 32)
+    gemv_ring_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                     const bf16* __restrict__ bias, OutT* __restrict__ out, int N, int K,
+                     int stages, bool interleave) {
+  static_assert(kKT % 256 == 0, "a column tile is whole 32-lane × 8-element passes");
+  constexpr int kSlot = kWarps * kKT;  // elements per stage
+  constexpr int kConsumers = kWarps * 32;
+  constexpr int kPasses = kKT / 256;
+  extern __shared__ __align__(128) unsigned char ring_raw[];
+  __shared__ __align__(8) uint64_t full[kRingMaxStages], empty[kRingMaxStages];
+  bf16* ring = reinterpret_cast<bf16*>(ring_raw);
+  bf16* xs = ring + static_cast<size_t>(stages) * kSlot;
+
+  detail::pdl_launch_dependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int G = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
+  const int64_t c_begin = static_cast<int64_t>(b) * N / G;
+  const int rows = interleave ? (N - 1 - b) / G + 1
+                              : static_cast<int>(static_cast<int64_t>(b + 1) * N / G - c_begin);
+  const auto row_of = [&](int j) -> int64_t {  // j-th row of this CTA
+    return interleave ? b + static_cast<int64_t>(j) * G : c_begin + j;
+  };
+  const int tiles = (K + kKT - 1) / kKT;
+  const int groups = (rows + kWarps - 1) / kWarps;
+  const int iters = groups * tiles;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kWarps) {
+    // Producer: W does not depend on the previous kernel, so it streams before pdl_wait; the
+    // ring's empty barriers hold it back once `stages` stages are ahead of the consumers.
+    if (lane == 0) {
+      uint64_t policy = 0;
+      if constexpr (kEvictFirst)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      int slot = 0, round = 0, g = 0, t = 0;
+      for (int it = 0; it < iters; ++it) {
+        if (round > 0) mbar_wait(&empty[slot], (round - 1) & 1);
+        const int in_group = min(kWarps, rows - g * kWarps);
+        const int k0 = t * kKT;
+        const uint32_t bytes = static_cast<uint32_t>(min(kKT, K - k0)) * 2u;
+        mbar_arrive_expect_tx(&full[slot], bytes * in_group);
+        for (int r = 0; r < in_group; ++r)
+          bulk_load<kEvictFirst>(ring + slot * kSlot + r * kKT, w + row_of(g * kWarps + r) * K + k0,
+                                 bytes, &full[slot], policy);
+        if (++slot == stages) slot = 0, ++round;
+        if (++t == tiles) t = 0, ++g;
+      }
+    }
+    detail::pdl_wait();  // the contract: every thread of the CTA waits before it exits
+    return;
+  }
+
+  // Consumers. x belongs to the previous kernel: copy it to shared memory after pdl_wait (the
+  // producer is already streaming W meanwhile), then a barrier of the consumer warps only.
+  detail::pdl_wait();
+  for (int c = threadIdx.x; c < K / 8; c += kConsumers)
+    detail::store8(xs + c * 8, detail::load8(x + c * 8));
+  asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
+
+  float acc[kPasses] = {};
+  int slot = 0, round = 0, g = 0, t = 0;
+  for (int it = 0; it < iters; ++it) {
+    const int j = g * kWarps + warp;  // this warp's row of the group, if < rows
+    const int k0 = t * kKT, kt = min(kKT, K - k0);
+    mbar_wait(&full[slot], round & 1);
+    if (j < rows) {
+      const bf16* srow = ring + slot * kSlot + warp * kKT;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int e = (lane + 32 * i) * 8;
+        if (e < kt) {
+          float wf[8], xf[8];
+          detail::to_float8(detail::load8(srow + e), wf);
+          detail::to_float8(detail::load8(xs + k0 + e), xf);
+#pragma unroll
+          for (int q = 0; q < 8; ++q) acc[i] = fmaf(xf[q], wf[q], acc[i]);
+        }
+      }
+    }
+    mbar_arrive(&empty[slot]);  // every consumer thread: done reading the slot
+    if (++slot == stages) slot = 0, ++round;
+    if (++t == tiles) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        sum += acc[i];
+        acc[i] = 0.0f;
+      }
+      sum = detail::warp_sum(sum);
+      if (lane == 0 && j < rows) {
+        const int64_t n = row_of(j);
+        store_out(out + n, sum + (bias ? __bfloat162float(bias[n]) : 0.0f));
+      }
+      t = 0;
+      ++g;
+    }
+  }
+}
+
+// ---- Scalar kernel (any K, any alignment) -------------------------------------------------
+
+// One warp per output row n, all M rows of x.
 template <typename OutT>
 __global__ void gemv_scalar_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                    const bf16* __restrict__ bias, OutT* __restrict__ out, int M,
@@ -121,64 +360,131 @@ __global__ void gemv_scalar_kernel(const bf16* __restrict__ x, const bf16* __res
   }
 }
 
-// Launched with programmatic stream serialization (PDL): see gemv_kernel.
-template <int kMaxM, int kRows, int kUnroll, int kThreads = 128, typename OutT>
+// ---- Launchers ------------------------------------------------------------------------------
+
+template <int kMaxM, int kRows, int kUnroll, int kThreads = 128, GemvInput kIn = GemvInput::kPlain,
+          typename OutT>
 cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
-                        int K, cudaStream_t s) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(detail::ceil_div(N, kRows));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gemv_kernel<kMaxM, kRows, kUnroll, kThreads, OutT>, x, w, bias,
-                            out, M, N, K);
+                        int K, cudaStream_t s, const GemvFusion& f = {}) {
+  const int ldx = kIn == GemvInput::kSiluMul ? 2 * K : K;
+  return detail::launch_pdl(gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, OutT>,
+                            dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, w, bias, out,
+                            M, N, K, ldx, f.norm_weight, f.eps, f.accumulate);
 }
 
-// The one place that maps M to a kernel configuration (rows per CTA shrink as M grows, keeping
-// kMaxM·kRows accumulators and kUnroll·kRows in-flight loads within the register budget).
-// M = 1: t128 r2 u2 was the most even of the configurations measured side by side
-// (linear_gemv_cfg cases; bench/notes.md).
+// Multiprocessors of the current device (cached per device; the grid of the ring kernel).
+int sm_count(int* device_out) {
+  static std::atomic<int> cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) dev = 0;
+  *device_out = dev;
+  if (dev < 0 || dev >= 64) dev = 0;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+      n = 1;
+    cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+template <int kWarps, int kKT, bool kEvictFirst, typename OutT>
+cudaError_t launch_ring(const RingConfig& rc, const bf16* x, const bf16* w, const bf16* bias,
+                        OutT* out, int N, int K, cudaStream_t s) {
+  auto* kernel = gemv_ring_kernel<kWarps, kKT, kEvictFirst, OutT>;
+  constexpr int kSlotBytes = 2 * kWarps * kKT;
+  const int x_bytes = 2 * K;  // K ≤ kRingMaxK: at most 32 KB
+  const int stages =
+      std::clamp(rc.stages, 2, std::min(kRingMaxStages, (kRingMaxBytes - x_bytes) / kSlotBytes));
+  int dev = 0;
+  const int sms = sm_count(&dev);
+  // Opt in to > 48 KB of dynamic shared memory once per device (host-only, capture-safe).
+  static std::atomic<uint64_t> opted{0};
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(opted.load(std::memory_order_relaxed) & bit)) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingMaxBytes);
+    if (e != cudaSuccess) return e;
+    opted.fetch_or(bit, std::memory_order_relaxed);
+  }
+  const int grid = std::min(N, sms * std::max(1, rc.ctas_per_sm));
+  return detail::launch_pdl(kernel, dim3(grid), dim3((kWarps + 1) * 32),
+                            size_t{1} * kSlotBytes * stages + x_bytes, s, x, w, bias, out, N, K,
+                            stages, rc.interleave);
+}
+
+// The ring kernels built (kWarps × kKT × evict-first); stages, CTAs per SM and the row order are
+// run-time parameters.
+template <typename OutT>
+bool dispatch_ring(const RingConfig& rc, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
+                   int N, int K, cudaStream_t s, cudaError_t* err) {
+  const auto is = [&](int warps, int kt, bool ef) {
+    return rc.warps == warps && rc.ktile == kt && rc.evict_first == ef;
+  };
+  if (is(8, 1024, false))
+    *err = launch_ring<8, 1024, false>(rc, x, w, bias, out, N, K, s);
+  else if (is(8, 1024, true))
+    *err = launch_ring<8, 1024, true>(rc, x, w, bias, out, N, K, s);
+  else if (is(8, 2048, false))
+    *err = launch_ring<8, 2048, false>(rc, x, w, bias, out, N, K, s);
+  else if (is(16, 512, false))
+    *err = launch_ring<16, 512, false>(rc, x, w, bias, out, N, K, s);
+  else
+    return false;
+  return true;
+}
+
+// M = 1 runs the register kernel t128r2u2 (85.7 / 73.9 / 85.7 % of the read ceiling on the
+// issue's shapes, H200). The ring kernel is built and tested but not the default: its first
+// version measured 35–68 % (bench/notes.md, "GEMV configuration"); set kM1Ring to switch once a
+// ring configuration measures faster in the linear_gemv_cfg cases.
+constexpr bool kM1Ring = false;
+constexpr RingConfig kDefaultRing{};
+
+// The one place that maps M to a kernel (rows per CTA of the register kernel shrink as M grows,
+// keeping kMaxM·kRows accumulators and kUnroll·kRows in-flight loads within the register budget).
 template <typename OutT>
 cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
                      cudaStream_t s) {
-  if (M <= 1) return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
+  if (M <= 1) {
+    cudaError_t e = cudaSuccess;
+    if (kM1Ring && K <= kRingMaxK && dispatch_ring(kDefaultRing, x, w, bias, out, N, K, s, &e))
+      return e;
+    return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
+  }
   if (M <= 2) return launch_fast<2, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch_fast<4, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 8) return launch_fast<8, 2, 2>(x, w, bias, out, M, N, K, s);
   return launch_fast<16, 2, 2>(x, w, bias, out, M, N, K, s);
 }
 
-// M = 1 configurations the benchmark compares (gemv_with_config).
+// The fused-input kernels (gemv_fused): the register kernel's configurations, bf16 out.
+template <GemvInput kIn>
+cudaError_t dispatch_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16* bias,
+                           bf16* out, int M, int N, int K, cudaStream_t s) {
+  if (M <= 1) return launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+  if (M <= 2) return launch_fast<2, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+  if (M <= 4) return launch_fast<4, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+  if (M <= 8) return launch_fast<8, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+  return launch_fast<16, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+}
+
+// M = 1 register configurations the benchmark compares (gemv_with_config).
 template <typename OutT>
 bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
                      int N, int K, cudaStream_t s, cudaError_t* err) {
+  if (c.use_ring) return K <= kRingMaxK && dispatch_ring(c.ring, x, w, bias, out, N, K, s, err);
   const auto is = [&](int t, int r, int u) {
     return c.threads == t && c.rows == r && c.unroll == u;
   };
-  cudaError_t e;
-  if (is(128, 4, 4))
-    e = launch_fast<1, 4, 4, 128>(x, w, bias, out, 1, N, K, s);
+  if (is(128, 2, 2))
+    *err = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
   else if (is(128, 2, 4))
-    e = launch_fast<1, 2, 4, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(128, 1, 4))
-    e = launch_fast<1, 1, 4, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(128, 2, 2))
-    e = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
-  else if (is(256, 1, 2))
-    e = launch_fast<1, 1, 2, 256>(x, w, bias, out, 1, N, K, s);
+    *err = launch_fast<1, 2, 4, 128>(x, w, bias, out, 1, N, K, s);
   else if (is(256, 2, 2))
-    e = launch_fast<1, 2, 2, 256>(x, w, bias, out, 1, N, K, s);
-  else if (is(256, 1, 4))
-    e = launch_fast<1, 1, 4, 256>(x, w, bias, out, 1, N, K, s);
-  else if (is(64, 4, 4))
-    e = launch_fast<1, 4, 4, 64>(x, w, bias, out, 1, N, K, s);
+    *err = launch_fast<1, 2, 2, 256>(x, w, bias, out, 1, N, K, s);
   else
     return false;
-  *err = e;
   return true;
 }
 
@@ -189,10 +495,11 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
   if (cfg) {
     if (!fast || M != 1)
       return Status::error("gemv_with_config: needs M 1 and K % 8 == 0 (M {} K {})", M, K);
+    if (cfg->use_ring && K > kRingMaxK)
+      return Status::error("gemv_with_config: the ring kernel needs K ≤ {} (K {})", kRingMaxK, K);
     cudaError_t e = cudaSuccess;
     if (!dispatch_config(*cfg, x, w, bias, out, N, K, s, &e))
-      return Status::error("gemv_with_config: threads {} rows {} unroll {} not built", cfg->threads,
-                           cfg->rows, cfg->unroll);
+      return Status::error("gemv_with_config: {} not built", gemv_config_name(*cfg));
     CEILING_CUDA_RETURN(e);
   } else if (fast) {
     CEILING_CUDA_RETURN(dispatch(x, w, bias, out, M, N, K, s));
@@ -207,14 +514,34 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
 
 }  // namespace
 
-int gemv_ctas(int /*M*/, int N) {
+std::string gemv_config_name(const GemvConfig& c) {
+  if (c.use_ring)
+    return fmt::format("ring_w{}_k{}_s{}_c{}{}{}", c.ring.warps, c.ring.ktile, c.ring.stages,
+                       c.ring.ctas_per_sm, c.ring.interleave ? "" : "_contig",
+                       c.ring.evict_first ? "_ef" : "");
+  return fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
+}
+
+int gemv_ctas(int M, int N) {
+  if (M <= 1 && kM1Ring) {
+    int dev = 0;
+    return std::min(N, sm_count(&dev) * kDefaultRing.ctas_per_sm);
+  }
   return static_cast<int>(detail::ceil_div(N, 2));
 }
 
 Status gemv_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
-                        bf16* out, int N, int K, cudaStream_t stream) {
+                        void* out, DType out_dtype, int N, int K, cudaStream_t stream) {
   if (N <= 0 || K <= 0) return Status::error("gemv_with_config: bad shape N {} K {}", N, K);
-  return run(x, w, bias, out, 1, N, K, stream, &cfg);
+  switch (out_dtype) {
+    case DType::kBF16:
+      return run(x, w, bias, static_cast<bf16*>(out), 1, N, K, stream, &cfg);
+    case DType::kF32:
+      return run(x, w, bias, static_cast<float*>(out), 1, N, K, stream, &cfg);
+    default:
+      return Status::error("gemv_with_config: out dtype {} not supported (bf16, f32)",
+                           dtype_name(out_dtype));
+  }
 }
 
 Status gemv(const bf16* x, const bf16* w, const bf16* bias, void* out, DType out_dtype, int M,
@@ -230,6 +557,38 @@ Status gemv(const bf16* x, const bf16* w, const bf16* bias, void* out, DType out
     default:
       return Status::error("gemv: out dtype {} not supported (bf16, f32)", dtype_name(out_dtype));
   }
+}
+
+Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16* bias, bf16* out,
+                  int M, int N, int K, cudaStream_t stream) {
+  if (M < 1 || M > kGemvMaxM)
+    return Status::error("gemv_fused: M {} outside [1, {}] (use the unfused path)", M, kGemvMaxM);
+  if (N <= 0 || K <= 0) return Status::error("gemv_fused: bad shape N {} K {}", N, K);
+  if (!gemv_fused_supported(K, x, w))
+    return Status::error("gemv_fused: needs K % 8 == 0 and 16-byte aligned x, W (K {})", K);
+  if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
+    return Status::error(
+        "gemv_fused: RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned "
+        "norm weight",
+        f.eps);
+  cudaError_t e = cudaSuccess;
+  switch (f.input) {
+    case GemvInput::kPlain:
+      e = dispatch_fused<GemvInput::kPlain>(f, x, w, bias, out, M, N, K, stream);
+      break;
+    case GemvInput::kSiluMul:
+      e = dispatch_fused<GemvInput::kSiluMul>(f, x, w, bias, out, M, N, K, stream);
+      break;
+    case GemvInput::kRmsNorm:
+      e = dispatch_fused<GemvInput::kRmsNorm>(f, x, w, bias, out, M, N, K, stream);
+      break;
+  }
+  CEILING_CUDA_RETURN(e);
+  return Status();
+}
+
+bool gemv_fused_supported(int K, const void* x, const void* w) {
+  return K % 8 == 0 && detail::aligned16(x) && detail::aligned16(w);
 }
 
 }  // namespace ceiling::cuda

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -14,22 +16,59 @@ inline constexpr int kGemvMaxM = 16;
 
 // out [M, N] = x [M, K] · W[N, K]^T (+ bias [N]); x, W, bias bf16 (W row-major, K contiguous),
 // fp32 accumulation, out bf16 or f32 (`out_dtype`). bias may be null. 1 ≤ M ≤ 16.
-// Fast path: K % 8 == 0 and x, W, out 16-byte aligned (otherwise a slow scalar kernel runs).
+// Fast path: K % 8 == 0 and x, W 16-byte aligned (otherwise a slow scalar kernel runs).
+// Launched with programmatic dependent launch (kernels/cuda/pdl.cuh).
 Status gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
             DType out_dtype, int M, int N, int K, cudaStream_t stream);
+
+// What the rows of x are for gemv_fused (decode-time fusions of the op before the GEMV).
+enum class GemvInput {
+  kPlain,    // x [M, K]
+  kSiluMul,  // x [M, 2K] = [gate | up]: the GEMV reads bf16(silu(gate) · up) (silu_mul's values)
+  kRmsNorm,  // x [M, K] = residual rows r: the GEMV reads RMSNorm(r) · γ, i.e. out =
+             // rsqrt(mean(r²) + eps) · ((r ⊙ γ) · W^T) (rms_norm's math, without its bf16 rounding)
+};
+struct GemvFusion {
+  GemvInput input = GemvInput::kPlain;
+  const __nv_bfloat16* norm_weight = nullptr;  // γ [K], kRmsNorm
+  float eps = 0;                               // kRmsNorm
+  bool accumulate = false;  // out = bf16(out + bf16(result)): a residual add into out, in place
+};
+// out [M, N] bf16 = (x as `f.input` says) · W[N, K]^T (+ bias), 1 ≤ M ≤ 16, fp32 accumulation,
+// the register kernel under PDL. Needs gemv_fused_supported(K, x, W). With f.accumulate, out is
+// read and written (each element by one thread).
+Status gemv_fused(const GemvFusion& f, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                  const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
+                  cudaStream_t stream);
+bool gemv_fused_supported(int K, const void* x, const void* w);
 
 // CTAs of the fast kernel for a shape (for the roofline's wave model).
 int gemv_ctas(int M, int N);
 
-// Benchmark only: the M = 1 kernel with an explicit configuration (threads per CTA, weight rows
-// per CTA, 16-byte loads in flight per row and thread), so `ceiling bench kernels` can compare
-// configurations in one run; gemv() uses the measured best. Built: t128 r4 u4, r2 u4, r1 u4,
-// r2 u2; t256 r1 u2, r2 u2, r1 u4; t64 r4 u4.
-struct GemvConfig {
-  int threads = 128, rows = 4, unroll = 4;
+// Benchmark only: the M = 1 kernel with an explicit configuration, so `ceiling bench kernels`
+// can compare configurations side by side in one run; gemv() uses the measured best.
+//   Register kernel (use_ring false): threads per CTA, weight rows per CTA, 16-byte loads in
+//   flight per row and thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2.
+//   Ring kernel (use_ring true, K ≤ 16384): consumer warps (= W rows per stage), K elements per
+//   stage row, shared-memory stages (2..16, at most 200 KB with x), persistent CTAs per SM, rows
+//   interleaved across CTAs (else contiguous ranges), L2 evict-first hint on W. Built (warps,
+//   ktile, evict_first): (8, 1024, no), (8, 1024, yes), (8, 2048, no), (16, 512, no).
+struct RingConfig {
+  int warps = 8, ktile = 1024, stages = 5, ctas_per_sm = 1;
+  bool evict_first = false;
+  bool interleave = true;
 };
+struct GemvConfig {
+  int threads = 128, rows = 2, unroll = 2;
+  bool use_ring = false;
+  RingConfig ring;
+};
+// "t128r2u4" / "ring_w8_k1024_s5_c1[_contig][_ef]" (bench shape strings).
+std::string gemv_config_name(const GemvConfig& cfg);
+// out [1, N] (bf16 or f32) = x [1, K] · W^T (+ bias) with `cfg`; an error names a configuration
+// that is not built.
 Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
-                        const __nv_bfloat16* bias, __nv_bfloat16* out, int N, int K,
+                        const __nv_bfloat16* bias, void* out, DType out_dtype, int N, int K,
                         cudaStream_t stream);
 
 }  // namespace ceiling::cuda

@@ -46,10 +46,18 @@ Status Linear::plan(int M, int N, int K, bool bias, DType out_dtype) {
 }
 
 Status Linear::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
-                   void* out, DType out_dtype, int M, int N, int K, cudaStream_t stream) {
-  if (linear_path(M, N, K) == LinearPath::kGemv)
-    return gemv(x, w, bias, out, out_dtype, M, N, K, stream);
-  return lt_.run(x, w, bias, out, out_dtype, M, N, K, stream);
+                   void* out, DType out_dtype, int M, int N, int K, cudaStream_t stream,
+                   bool accumulate) {
+  if (accumulate && out_dtype != DType::kBF16)
+    return Status::error("linear: accumulate needs a bf16 output (got {})", dtype_name(out_dtype));
+  if (linear_path(M, N, K) == LinearPath::kGemv) {
+    if (!accumulate) return gemv(x, w, bias, out, out_dtype, M, N, K, stream);
+    GemvFusion f;
+    f.accumulate = true;
+    if (gemv_fused_supported(K, x, w))
+      return gemv_fused(f, x, w, bias, static_cast<__nv_bfloat16*>(out), M, N, K, stream);
+  }
+  return lt_.run(x, w, bias, out, out_dtype, M, N, K, stream, accumulate);
 }
 
 }  // namespace ceiling::cuda

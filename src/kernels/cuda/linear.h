@@ -35,8 +35,9 @@ class Linear {
   Linear() = default;
   // Host-only planning for the shapes a CUDA graph will capture (the GEMV path needs none).
   Status plan(int M, int N, int K, bool bias, DType out_dtype);
+  // accumulate (bf16 out only): out = out + x · W^T (+ bias), in place — a residual add.
   Status run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
-             DType out_dtype, int M, int N, int K, cudaStream_t stream);
+             DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate = false);
   LtGemm& lt() { return lt_; }
 
  private:

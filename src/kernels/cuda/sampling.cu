@@ -11,6 +11,7 @@
 //   6. pick: total = Σ kept w, then the first id (ascending) whose running sum exceeds u·total.
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/sampling.h"
 
 namespace ceiling::cuda {
@@ -18,6 +19,29 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+// Loads a thread issues before using any of them. A pass over the row is a loop of V / kThreads
+// (125 for V = 128256) steps per thread; with one load per step each step waits a full L2 or
+// DRAM round trip, which made the single-row sampler latency-bound. Per-thread order (ascending
+// ids) and so every sum is unchanged by the batching.
+constexpr int kBatch = 8;
+
+// body(i, w[i]) for i = threadIdx.x + j·kThreads, ascending, kBatch loads in flight. The trip
+// count is uniform across the block: body is also called for i ≥ V (with 0), so it may use warp
+// collectives, and must ignore those i.
+template <typename Body>
+__device__ __forceinline__ void for_each_w(const float* w, int V, Body body) {
+  for (int base = threadIdx.x; base - static_cast<int>(threadIdx.x) < V;
+       base += kBatch * kThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * kThreads;
+      v[u] = i < V ? w[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) body(base + u * kThreads, v[u]);
+  }
+}
 
 // Radix histograms: one copy per pair of warps (the top digits of the weights fall into a few
 // bins, so a single shared histogram serializes on them), summed into copy 0 before the scan.
@@ -78,13 +102,21 @@ __device__ int block_max_int(int v, Shared& sh) {
 // value(i) ≥ 0. Warp w sums ids [w·seg, (w+1)·seg); the crossing warp's lanes then sum
 // contiguous sub-segments, and the crossing lane walks its sub-segment. When rounding (sums in
 // another order) leaves no crossing inside the chosen lane, the lane's last positive id is taken.
+// value(w[i], i) ≥ 0.
 template <typename F>
-__device__ int first_crossing(int V, float thr, F value, Shared& sh) {
+__device__ int first_crossing(const float* w, int V, float thr, F value, Shared& sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int seg = (V + kWarps - 1) / kWarps;
   const int s0 = min(V, warp * seg), s1 = min(V, s0 + seg);
   float sum = 0.0f;
-  for (int i = s0 + lane; i < s1; i += 32) sum += value(i);
+  for (int b = s0 + lane; b < s1; b += 32 * kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) v[u] = b + 32 * u < s1 ? w[b + 32 * u] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (b + 32 * u < s1) sum += value(v[u], b + 32 * u);
+  }
   sum = detail::warp_sum(sum);
   __syncthreads();
   if (lane == 0) sh.scratch[warp] = sum;
@@ -109,7 +141,14 @@ __device__ int first_crossing(int V, float thr, F value, Shared& sh) {
     const int sub = (seg + 31) / 32;
     const int a0 = min(s1, s0 + lane * sub), a1 = min(s1, a0 + sub);
     float own = 0.0f;
-    for (int i = a0; i < a1; ++i) own += value(i);
+    for (int b = a0; b < a1; b += kBatch) {
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v[u] = b + u < a1 ? w[b + u] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        if (b + u < a1) own += value(v[u], b + u);
+    }
     const float incl = base + warp_incl_scan(own, lane);
     const unsigned hit = __ballot_sync(0xffffffffu, incl > thr);
     const unsigned nonzero = __ballot_sync(0xffffffffu, own > 0.0f);
@@ -117,13 +156,19 @@ __device__ int first_crossing(int V, float thr, F value, Shared& sh) {
     if (lane == L) {
       float run = incl - own;
       int found = -1, last = -1;
-      for (int i = a0; i < a1; ++i) {
-        const float v = value(i);
-        if (v > 0.0f) last = i;
-        run += v;
-        if (run > thr) {
-          found = i;
-          break;
+      for (int b = a0; b < a1 && found < 0; b += kBatch) {
+        float v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) v[u] = b + u < a1 ? w[b + u] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int i = b + u;
+          if (i < a1 && found < 0) {
+            const float x = value(v[u], i);
+            if (x > 0.0f) last = i;
+            run += x;
+            if (run > thr) found = i;
+          }
         }
       }
       sh.bi[1] = found >= 0 ? found : last;
@@ -151,9 +196,7 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
     __syncthreads();
     const int copy = (threadIdx.x >> 5) / 2;
     // Uniform trip count per warp, so the whole warp reaches __match_any_sync.
-    for (int base = 0; base < V; base += kThreads) {
-      const int i = base + threadIdx.x;
-      const float wi = i < V ? w[i] : 0.0f;
+    for_each_w(w, V, [&](int i, float wi) {
       const unsigned bits = __float_as_uint(wi);
       const bool in = i < V && (bits & mask) == prefix && pred(wi, i);
       const int bin = in ? static_cast<int>((bits >> shift) & 255) : 256;
@@ -162,7 +205,7 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
         if (lane == __ffs(same) - 1) atomicAdd(&sh.hist.count[copy][bin], __popc(same));
         if (kMass) atomicAdd(&sh.hist.mass[copy][bin], wi);
       }
-    }
+    });
     __syncthreads();
     for (int b = threadIdx.x; b < 256; b += kThreads) {
       float m = 0.0f;
@@ -233,17 +276,15 @@ __device__ Threshold select_rank(const float* w, int V, float target, Pred pred,
   j = max(1, min(j, static_cast<int>(n_eq)));
   const float val = t.val;
   t.id = first_crossing(
-      V, static_cast<float>(j) - 0.5f,
-      [&](int i) {
-        const float wi = w[i];
-        return wi == val && pred(wi, i) ? 1.0f : 0.0f;
-      },
-      sh);
+      w, V, static_cast<float>(j) - 0.5f,
+      [&](float wi, int i) { return wi == val && pred(wi, i) ? 1.0f : 0.0f; }, sh);
   return t;
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   __shared__ Shared sh;
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();  // everything it reads (logits, params, counts, u) is written per step
   const int s = blockIdx.x, V = a.V;
   const GpuSamplingParams p = a.params[s];
   const float* lg = a.logits + static_cast<int64_t>(s) * V;
@@ -254,16 +295,29 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   // 1. Penalize, validate, argmax (ties to the lowest id).
   float best = -INFINITY;
   int best_i = V, bad = 0, finite = 0;
-  for (int i = threadIdx.x; i < V; i += kThreads) {
-    float l = lg[i];
-    bad |= isnan(l) || l == INFINITY;
-    if (cnt) l = penalize(l, cnt[i], p);
-    bad |= isnan(l) || l == INFINITY;
-    finite |= isfinite(l);
-    w[i] = l;
-    if (l > best || (l == best && i < best_i)) {
-      best = l;
-      best_i = i;
+  for (int base = threadIdx.x; base < V; base += kBatch * kThreads) {
+    float lv[kBatch];
+    int32_t cv[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * kThreads;
+      lv[u] = i < V ? lg[i] : 0.0f;
+      cv[u] = i < V && cnt ? cnt[i] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * kThreads;
+      if (i >= V) break;
+      float l = lv[u];
+      bad |= isnan(l) || l == INFINITY;
+      if (cnt) l = penalize(l, cv[u], p);
+      bad |= isnan(l) || l == INFINITY;
+      finite |= isfinite(l);
+      w[i] = l;
+      if (l > best || (l == best && i < best_i)) {
+        best = l;
+        best_i = i;
+      }
     }
   }
   bad = __syncthreads_or(bad);
@@ -295,12 +349,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   // 2. Weights relative to the maximum.
   __syncthreads();
   float n_pos = 0.0f;
-  for (int i = threadIdx.x; i < V; i += kThreads) {
-    const float l = w[i];
+  for_each_w(w, V, [&](int i, float l) {
+    if (i >= V) return;
     const float wi = l == lmax ? 1.0f : expf((l - lmax) / p.temperature);
     w[i] = wi;
     n_pos += wi > 0.0f ? 1.0f : 0.0f;
-  }
+  });
   n_pos = detail::block_sum(n_pos, sh.scratch);  // exact: counts < 2^24
 
   // 3. top-k.
@@ -313,10 +367,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   if (p.top_p < 1.0f) {
     const auto in_k = [&](float wi, int i) { return wi > 0.0f && tk.keeps(wi, i); };
     float mass = 0.0f;
-    for (int i = threadIdx.x; i < V; i += kThreads) {
-      const float wi = w[i];
-      mass += in_k(wi, i) ? wi : 0.0f;
-    }
+    for_each_w(w, V, [&](int i, float wi) { mass += i < V && in_k(wi, i) ? wi : 0.0f; });
     mass = detail::block_sum(mass, sh.scratch);
     tp = select_rank<true>(w, V, p.top_p * mass, in_k, sh);
   }
@@ -327,28 +378,24 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
   };
   float total = 0.0f;
   int last = -1;
-  for (int i = threadIdx.x; i < V; i += kThreads) {
-    const float wi = w[i];
-    if (kept(wi, i)) {
+  for_each_w(w, V, [&](int i, float wi) {
+    if (i < V && kept(wi, i)) {
       total += wi;
       last = i;
     }
-  }
+  });
   total = detail::block_sum(total, sh.scratch);
   last = block_max_int(last, sh);
   const float u = a.u[s];
   const int id = first_crossing(
-      V, u * total,
-      [&](int i) {
-        const float wi = w[i];
-        return kept(wi, i) ? wi : 0.0f;
-      },
-      sh);
+      w, V, u * total, [&](float wi, int i) { return kept(wi, i) ? wi : 0.0f; }, sh);
   if (threadIdx.x == 0) a.out[s] = id >= 0 ? id : last;
 }
 
 __global__ void counts_prompt_kernel(int32_t* counts, int V, int64_t row, const int32_t* ids,
                                      int n) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int id = ids[i];
@@ -357,6 +404,8 @@ __global__ void counts_prompt_kernel(int32_t* counts, int V, int64_t row, const 
 
 __global__ void counts_generated_kernel(int32_t* counts, int V, const int32_t* rows,
                                         const int32_t* tokens, int S) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= S) return;
   const int id = tokens[s];
@@ -372,6 +421,8 @@ __device__ uint64_t mix64(uint64_t z) {
 }
 
 __global__ void uniforms_kernel(const uint64_t* seeds, const int64_t* steps, int S, float* u) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= S) return;
   const uint64_t z = mix64(seeds[s] ^ mix64(static_cast<uint64_t>(steps[s])));
@@ -392,8 +443,7 @@ Status sample(const SampleArgs& a, cudaStream_t stream) {
   if (a.S == 0) return Status();
   if (!a.logits || !a.params || !a.u || !a.out || !a.workspace)
     return Status::error("sample: null device pointer");
-  sample_kernel<<<a.S, kThreads, 0, stream>>>(a);
-  CEILING_CUDA_RETURN_LAST();
+  CEILING_CUDA_RETURN(detail::launch_pdl(sample_kernel, dim3(a.S), dim3(kThreads), 0, stream, a));
   return Status();
 }
 
@@ -402,8 +452,8 @@ Status counts_add_prompt(int32_t* counts, int V, int row, const int32_t* ids, in
   if (V <= 0 || row < 0 || n < 0)
     return Status::error("counts_add_prompt: bad V {} row {} n {}", V, row, n);
   if (n == 0) return Status();
-  counts_prompt_kernel<<<detail::ceil_div(n, 256), 256, 0, stream>>>(counts, V, row, ids, n);
-  CEILING_CUDA_RETURN_LAST();
+  CEILING_CUDA_RETURN(detail::launch_pdl(counts_prompt_kernel, dim3(detail::ceil_div(n, 256)),
+                                         dim3(256), 0, stream, counts, V, int64_t{row}, ids, n));
   return Status();
 }
 
@@ -411,8 +461,8 @@ Status counts_add_generated(int32_t* counts, int V, const int32_t* rows, const i
                             int S, cudaStream_t stream) {
   if (V <= 0 || S < 0) return Status::error("counts_add_generated: bad V {} S {}", V, S);
   if (S == 0) return Status();
-  counts_generated_kernel<<<detail::ceil_div(S, 256), 256, 0, stream>>>(counts, V, rows, tokens, S);
-  CEILING_CUDA_RETURN_LAST();
+  CEILING_CUDA_RETURN(detail::launch_pdl(counts_generated_kernel, dim3(detail::ceil_div(S, 256)),
+                                         dim3(256), 0, stream, counts, V, rows, tokens, S));
   return Status();
 }
 
@@ -420,8 +470,8 @@ Status sampling_uniforms(const uint64_t* seeds, const int64_t* steps, int S, flo
                          cudaStream_t stream) {
   if (S < 0) return Status::error("sampling_uniforms: S {} < 0", S);
   if (S == 0) return Status();
-  uniforms_kernel<<<detail::ceil_div(S, 256), 256, 0, stream>>>(seeds, steps, S, u);
-  CEILING_CUDA_RETURN_LAST();
+  CEILING_CUDA_RETURN(detail::launch_pdl(uniforms_kernel, dim3(detail::ceil_div(S, 256)), dim3(256),
+                                         0, stream, seeds, steps, S, u));
   return Status();
 }
 

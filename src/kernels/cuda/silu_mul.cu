@@ -1,23 +1,24 @@
 #include "core/check.h"
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/silu_mul.h"
 
 namespace ceiling::cuda {
 namespace {
 
 using detail::bf16;
+using detail::silu_times;
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float silu_times(float g, float u) {
-  return g / (1.0f + __expf(-g)) * u;
-}
-
 // grid (ceil(I / (8 · kThreads · kPer)), T): each thread does kPer 8-element chunks of one row,
-// all loads issued before the math.
+// all loads issued before the math. PDL: nothing to prefetch (gate_up is an activation).
 template <int kPer>
 __global__ void silu_mul_vec_kernel(const bf16* __restrict__ gate_up, int I,
                                     bf16* __restrict__ out) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int64_t t = blockIdx.y;
   const bf16* g = gate_up + t * 2 * I;
   const int c0 = blockIdx.x * kThreads * kPer + threadIdx.x;
@@ -46,6 +47,8 @@ __global__ void silu_mul_vec_kernel(const bf16* __restrict__ gate_up, int I,
 
 __global__ void silu_mul_scalar_kernel(const bf16* __restrict__ gate_up, int I,
                                        bf16* __restrict__ out) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   const int64_t t = blockIdx.y;
   const int i = blockIdx.x * kThreads + threadIdx.x;
   if (i >= I) return;
@@ -63,13 +66,14 @@ Status silu_mul(const bf16* gate_up, int T, int I, bf16* out, cudaStream_t strea
     constexpr int kPer = 2;
     const dim3 grid(detail::ceil_div(I / 8, kThreads * kPer), T);
     if (grid.y > 65535) return Status::error("silu_mul: T {} exceeds 65535", T);
-    silu_mul_vec_kernel<kPer><<<grid, kThreads, 0, stream>>>(gate_up, I, out);
+    CEILING_CUDA_RETURN(detail::launch_pdl(silu_mul_vec_kernel<kPer>, grid, dim3(kThreads), 0,
+                                           stream, gate_up, I, out));
   } else {
     const dim3 grid(detail::ceil_div(I, kThreads), T);
     if (grid.y > 65535) return Status::error("silu_mul: T {} exceeds 65535", T);
-    silu_mul_scalar_kernel<<<grid, kThreads, 0, stream>>>(gate_up, I, out);
+    CEILING_CUDA_RETURN(detail::launch_pdl(silu_mul_scalar_kernel, grid, dim3(kThreads), 0, stream,
+                                           gate_up, I, out));
   }
-  CEILING_CUDA_RETURN_LAST();
   return Status();
 }
 

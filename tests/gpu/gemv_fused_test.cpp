@@ -1,0 +1,50 @@
+// The fused GEMV (gemv_fused) vs the CPU reference of the ops it replaces (the benchmark case's
+// check): RMSNorm(r)·γ then the projection, silu_mul then the projection, and the residual add
+// into the output — M 1..16, N and K off the tiles (1, primes, K not a multiple of the CTA's 128·8
+// elements), with and without bias. Inputs fresh per run, outputs NaN-poisoned (except the
+// accumulated residual, which holds random values the kernel must add to).
+#include "bench/cases/gemv_fused.h"
+
+#include "gpu_test_util.h"
+#include "kernels/cuda/gemv.h"
+
+namespace ceiling {
+namespace {
+
+using namespace gpu_test;
+using bf16 = __nv_bfloat16;
+
+TEST(GpuGemvFused, MatchesUnfusedReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  using In = cuda::GemvInput;
+  for (In input : {In::kPlain, In::kSiluMul, In::kRmsNorm})
+    for (bool acc : {false, true})
+      for (int M : {1, 2, 3, 5, 8, 11, 16})
+        for (int N : {1, 13, 1031})
+          for (int K : {8, 24, 1000, 4104})
+            expect_case_passes(
+                *bench::make_gemv_fused_case(input, acc, M, N, K, (M + N + K) % 2 == 1), s);
+  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, 1, 6144, 4096), s);
+  expect_case_passes(*bench::make_gemv_fused_case(In::kSiluMul, true, 1, 4096, 14336), s);
+}
+
+TEST(GpuGemvFused, RejectsBadArguments) {
+  CEILING_REQUIRE_GPU();
+  DeviceBuffer b(4096);
+  cuda::GemvFusion f;
+  Status st =
+      cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 17, 8, 8, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("M 17"), std::string::npos) << st.message();
+  st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 7, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("K 7"), std::string::npos) << st.message();
+  f.input = cuda::GemvInput::kRmsNorm;  // no norm weight, eps 0
+  st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 8, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("eps"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace ceiling
