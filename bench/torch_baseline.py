@@ -114,26 +114,23 @@ def b_linear(p):
 
 
 def b_linear_fused(p):
-    # The unfused torch sequence the fused GEMV replaces: RMSNorm or SiLU-mul, F.linear, the
-    # residual add (in place).
+    # The unfused torch sequence the fused GEMV replaces: RMSNorm, F.linear, then the residual add
+    # (in place) or SiLU(gate) * up of the projection.
     M, N, K, bias = p["M"], p["N"], p["K"], p.get("bias", False)
-    inp, acc = p["input"], p["accumulate"]
+    inp, acc, pairs = p["input"], p["accumulate"], p.get("silu_pairs", False)
     g = rand((K,), 0.2, 1.5)
-    xcols = 2 * K if inp == "silu_mul" else K
 
     def call(s):
-        x = s[0]
-        if inp == "rms_norm":
-            x = F.rms_norm(x, (K,), g, 1e-5)
-        elif inp == "silu_mul":
-            a, u = x.chunk(2, dim=-1)
-            x = F.silu(a) * u
+        x = F.rms_norm(s[0], (K,), g, 1e-5) if inp == "rms_norm" else s[0]
         y = F.linear(x, s[1], s[2] if bias else None)
+        if pairs:
+            a, u = y.chunk(2, dim=-1)
+            return F.silu(a) * u
         return s[3].add_(y) if acc else y
 
-    name = {"rms_norm": "F.rms_norm; ", "silu_mul": "F.silu(g) * u; "}.get(inp, "")
-    name += "F.linear" + ("; residual.add_" if acc else "")
-    return (lambda: (rand((M, xcols), -2, 2), rand((N, K), -0.1, 0.1), rand((N,)),
+    name = ("F.rms_norm; " if inp == "rms_norm" else "") + "F.linear"
+    name += "; F.silu(g) * u" if pairs else ("; residual.add_" if acc else "")
+    return (lambda: (rand((M, K), -2, 2), rand((N, K), -0.1, 0.1), rand((N,)),
                      rand((M, N), -4, 4)), call), name
 
 

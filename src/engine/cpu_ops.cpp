@@ -252,14 +252,11 @@ void CpuOps::o_proj_residual(int l, const TensorView& attn, const TensorView& sc
   add_into(scratch, residual);
 }
 
-void CpuOps::norm_gate_up_proj(int l, const TensorView& residual, const TensorView& h,
-                               const TensorView& gate_up) {
+void CpuOps::mlp_residual(int l, const TensorView& residual, const TensorView& h,
+                          const TensorView& gate_up, const TensorView& act,
+                          const TensorView& scratch) {
   rms_norm(residual, nullptr, layer(l).post_attn_norm, h);
   gate_up_proj(l, h, gate_up);
-}
-
-void CpuOps::mlp_down_residual(int l, const TensorView& gate_up, const TensorView& act,
-                               const TensorView& scratch, const TensorView& residual) {
   silu_mul(gate_up, act);
   down_proj(l, act, scratch);
   add_into(scratch, residual);

@@ -50,8 +50,7 @@ TensorView Forward::run(const StepBatch& step, KvCache& kv) {
     ops_.rope_kv_write(l, q, k, v, kv);
     ops_.attention(l, q, kv, attn);
     ops_.o_proj_residual(l, attn, x, residual);
-    ops_.norm_gate_up_proj(l, residual, h, gate_up);
-    ops_.mlp_down_residual(l, gate_up, act, x, residual);
+    ops_.mlp_residual(l, residual, h, gate_up, act, x);
   }
   ops_.rms_norm(residual, nullptr, w.final_norm, h);
   const TensorView last = rows(ws_.last, R), logits = rows(ws_.logits, R);

@@ -125,7 +125,8 @@ class Ops {
 
   // ---- the layer's steps as Forward calls them ----------------------------------------------
   // Each is a sequence of the single ops above; a backend may fuse it (CudaOps does at decode
-  // sizes: the norm and the SiLU become the prologue of the GEMV, the residual add its epilogue).
+  // sizes: the norm becomes the GEMV's prologue, SiLU-and-multiply the gate/up GEMV's epilogue and
+  // the residual add the o / down GEMV's epilogue).
   // Scratch views (h, act, scratch) may be left unwritten by a fused path.
   //
   // h [T, H] = rms_norm(residual) · input_norm; q, k, v = qkv_proj(h).
@@ -134,12 +135,11 @@ class Ops {
   // residual [T, H] += o_proj(attn) (scratch [T, H]).
   virtual void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
                                const TensorView& residual) = 0;
-  // h [T, H] = rms_norm(residual) · post_attn_norm; gate_up = gate_up_proj(h).
-  virtual void norm_gate_up_proj(int layer, const TensorView& residual, const TensorView& h,
-                                 const TensorView& gate_up) = 0;
-  // residual [T, H] += down_proj(silu_mul(gate_up)) (act [T, I], scratch [T, H]).
-  virtual void mlp_down_residual(int layer, const TensorView& gate_up, const TensorView& act,
-                                 const TensorView& scratch, const TensorView& residual) = 0;
+  // The MLP block: h [T, H] = rms_norm(residual) · post_attn_norm, gate_up [T, 2I] =
+  // gate_up_proj(h), act [T, I] = silu_mul(gate_up), residual += down_proj(act) (scratch [T, H]).
+  virtual void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
+                            const TensorView& gate_up, const TensorView& act,
+                            const TensorView& scratch) = 0;
 
   // out [R, H] = x [T, H] at the step's logits_rows.
   virtual void gather_rows(const TensorView& x, const TensorView& out) = 0;

@@ -199,9 +199,10 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
   if (tp) b.allreduce("embedding_allreduce", 1, false, d.T * d.H);
 
   // --- one decoder layer, x L ---
-  // Decode at batch 1 (one GPU): the norms and the SiLU run inside the GEMVs (prologue), the
-  // residual adds as their epilogue. Otherwise norms and SiLU are kernels of their own; the
-  // residual add is always the epilogue of o_proj / down_proj (out = residual + x·W).
+  // Decode at batch 1 (one GPU): the norms run inside the GEMVs (prologue), SiLU-and-multiply as
+  // the gate/up GEMV's epilogue (it writes [T, I], not [T, 2I]). Otherwise norms and SiLU are
+  // kernels of their own. The residual add is always the epilogue of o_proj / down_proj
+  // (out = residual + x·W).
   const bool fused = s.phase == Phase::kDecode && s.batch == 1 && !tp;
   const double gamma = kAct * d.H;  // a norm's weight, read by the fused GEMV
   if (!fused) b.norm("attn_norm", "RMSNorm of the residual stream", L, true, d.T, d.H);
@@ -249,23 +250,22 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
   if (tp) b.allreduce("attn_allreduce", L, true, d.T * d.H);
   if (!fused) b.norm("mlp_norm", "RMSNorm of the residual stream", L, true, d.T, d.H);
   b.gemm("gate_up_proj",
-         std::string("fused gate and up projections") + (fused ? ", RMSNorm in its prologue" : ""),
+         std::string("fused gate and up projections") +
+             (fused ? ", RMSNorm in its prologue, SiLU(gate) * up in its epilogue" : ""),
          L, true, d.T, d.H, 2 * d.I, weight_bytes(s, d.H, 2 * d.I) + (fused ? gamma : 0), math);
-  if (!fused)
+  if (fused) {
+    OpCost& gu = b.ops.back();
+    gu.activation_bytes -= kAct * d.T * d.I;  // writes silu(gate) * up [T, I]
+    gu.cost.bytes -= kAct * d.T * d.I;
+    gu.cost.flops += 5 * d.T * d.I;
+  } else {
     b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0,
           kAct * 3 * d.T * d.I, 0, kAct * 2 * d.T * d.I, 0);
-  b.gemm("down_proj",
-         fused
-             ? "MLP down projection, SiLU(gate) * up in its prologue, residual add in its epilogue"
-             : "MLP down projection, residual add in its epilogue",
-         L, true, d.T, d.I, d.H, weight_bytes(s, d.I, d.H), math);
-  {
-    // Fused, it reads gate_up [T, 2I] instead of the SiLU output [T, I]; always the residual.
-    const double extra = residual + (fused ? kAct * d.T * d.I : 0);
-    b.ops.back().activation_bytes += extra;
-    b.ops.back().cost.bytes += extra;
-    if (fused) b.ops.back().cost.flops += 5 * d.T * d.I;
   }
+  b.gemm("down_proj", "MLP down projection, residual add in its epilogue", L, true, d.T, d.I, d.H,
+         weight_bytes(s, d.I, d.H), math);
+  b.ops.back().activation_bytes += residual;
+  b.ops.back().cost.bytes += residual;
   if (tp) b.allreduce("mlp_allreduce", L, true, d.T * d.H);
 
   // --- head ---

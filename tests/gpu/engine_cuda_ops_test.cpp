@@ -129,19 +129,25 @@ TEST(EngineCudaOps, GraphReplayMatchesEagerSteps) {
     CudaOpsOptions on, off;
     off.cuda_graphs = false;
     CudaOps g(on), e(off);
+    CpuOps cpu;
     g.upload(c, m->weights);
     e.upload(c, m->weights);
-    StepDriver dg(g, 64, 8, 64, 16), de(e, 64, 8, 64, 16);
+    cpu.upload(c, m->weights);
+    StepDriver dg(g, 64, 8, 64, 16), de(e, 64, 8, 64, 16), dc(cpu, 64, 8, 64, 16);
     const std::vector<std::vector<int32_t>> prompts = {
         {1, 2, 3}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1}, {500}, {77, 66}, {3, 1, 4, 1, 5}};
     dg.prefill(prompts, 64);
     de.prefill(prompts, 64);
+    dc.prefill(prompts, 64);
     std::vector<int32_t> next = {11, 22, 33, 44, 55};
     double worst = 0;
     for (int i = 0; i < 8; ++i) {
-      const auto lg = dg.decode(next), le = de.decode(next);
+      // The graph runs the bucket's 8 rows, eager the 5 real ones, so the dispatch may differ
+      // (fused GEMV vs norm kernel + cuBLASLt at the crossover): both against the CPU reference.
+      const auto lg = dg.decode(next), le = de.decode(next), lc = dc.decode(next);
       worst = std::max(worst, rel_err(lg, le));
-      EXPECT_LT(rel_err(lg, le), kGraphVsEagerRelTol) << "head_dim " << d << " step " << i;
+      EXPECT_LT(rel_err(lg, lc), kLogitsRelTol) << "graph, head_dim " << d << " step " << i;
+      EXPECT_LT(rel_err(le, lc), kLogitsRelTol) << "eager, head_dim " << d << " step " << i;
       for (int s = 0; s < 5; ++s)
         next[s] = argmax(le.data() + int64_t{s} * c.vocab_size, c.vocab_size);
     }

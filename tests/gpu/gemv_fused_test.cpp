@@ -1,8 +1,8 @@
 // The fused GEMV (gemv_fused) vs the CPU reference of the ops it replaces (the benchmark case's
-// check): RMSNorm(r)·γ then the projection, silu_mul then the projection, and the residual add
-// into the output — M 1..16, N and K off the tiles (1, primes, K not a multiple of the CTA's 128·8
-// elements), with and without bias. Inputs fresh per run, outputs NaN-poisoned (except the
-// accumulated residual, which holds random values the kernel must add to).
+// check): RMSNorm(r)·γ then the projection, the residual add into the output, and silu_mul of a
+// gate/up projection's output — M 1..16, N and K off the tiles (1, primes, K not a multiple of the
+// CTA's 128·8 elements), with and without bias. Inputs fresh per run, outputs NaN-poisoned (except
+// the accumulated residual, which holds random values the kernel must add to).
 #include "bench/cases/gemv_fused.h"
 
 #include "gpu_test_util.h"
@@ -18,15 +18,19 @@ TEST(GpuGemvFused, MatchesUnfusedReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   using In = cuda::GemvInput;
-  for (In input : {In::kPlain, In::kSiluMul, In::kRmsNorm})
-    for (bool acc : {false, true})
+  for (In input : {In::kPlain, In::kRmsNorm})
+    for (int out : {0, 1, 2})  // plain, accumulate, SiLU pairs (N even)
       for (int M : {1, 2, 3, 5, 8, 11, 16})
         for (int N : {1, 13, 1031})
-          for (int K : {8, 24, 1000, 4104})
-            expect_case_passes(
-                *bench::make_gemv_fused_case(input, acc, M, N, K, (M + N + K) % 2 == 1), s);
-  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, 1, 6144, 4096), s);
-  expect_case_passes(*bench::make_gemv_fused_case(In::kSiluMul, true, 1, 4096, 14336), s);
+          for (int K : {8, 24, 1000, 4104}) {
+            const int n = out == 2 ? 2 * N : N;
+            expect_case_passes(*bench::make_gemv_fused_case(input, out == 1, out == 2, M, n, K,
+                                                            (M + N + K) % 2 == 1),
+                               s);
+          }
+  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, false, 1, 6144, 4096), s);
+  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, true, 1, 28672, 4096), s);
+  expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, 1, 4096, 14336), s);
 }
 
 TEST(GpuGemvFused, RejectsBadArguments) {
@@ -40,6 +44,11 @@ TEST(GpuGemvFused, RejectsBadArguments) {
   st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 7, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("K 7"), std::string::npos) << st.message();
+  f.silu_pairs = true;  // odd N
+  st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 7, 8, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("N 7"), std::string::npos) << st.message();
+  f.silu_pairs = false;
   f.input = cuda::GemvInput::kRmsNorm;  // no norm weight, eps 0
   st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());

@@ -1,5 +1,5 @@
 // Benchmark / test case of the fused GEMV (kernels/cuda/gemv.h gemv_fused): the decode-time
-// RMSNorm / SiLU prologues and the residual-add epilogue, checked against the unfused ops' CPU
+// RMSNorm prologue and the residual-add / SiLU-pair epilogues, checked against the unfused ops' CPU
 // reference. register_gemv_fused_cases() adds Llama-3.1-8B's and Llama-3.2-1B's decode shapes.
 #pragma once
 
@@ -10,7 +10,8 @@
 
 namespace ceiling::bench {
 
-std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate, int M,
-                                                 int N, int K, bool bias = false);
+std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate,
+                                                 bool silu_pairs, int M, int N, int K,
+                                                 bool bias = false);
 
 }  // namespace ceiling::bench

@@ -36,8 +36,7 @@ enum Op : uint64_t {
   kLmHead,
   kNormQkv,
   kOProjResidual,
-  kNormGateUp,
-  kSiluDownResidual,
+  kNormGateUpSilu,
   kDownResidual
 };
 }  // namespace
@@ -192,9 +191,9 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
   pending_ = {q.data, k.data, v.data, rows, true};
 }
 
-// ---- the layer's steps: at decode sizes the norm / SiLU run as the GEMV's prologue and the
-// residual add as its epilogue (gemv_fused); otherwise the single ops in sequence, the residual
-// add as cuBLASLt's beta = 1.
+// ---- the layer's steps: at decode sizes the norm runs as the GEMV's prologue, SiLU-and-multiply
+// as the gate/up GEMV's epilogue and the residual add as the o / down GEMV's (gemv_fused);
+// otherwise the single ops in sequence, the residual add as cuBLASLt's beta = 1.
 
 void CudaOps::norm_qkv_proj(int l, const TensorView& residual, const TensorView& h,
                             const TensorView& q, const TensorView& k, const TensorView& v) {
@@ -220,47 +219,38 @@ void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /
     linear(attn, w, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows, true);
 }
 
-void CudaOps::norm_gate_up_proj(int l, const TensorView& residual, const TensorView& h,
-                                const TensorView& gate_up) {
+void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& h,
+                           const TensorView& gate_up, const TensorView& act,
+                           const TensorView& /*scratch*/) {
   const TensorView& norm = weights().layers.at(l).post_attn_norm;
-  const TensorView& w = fused(l).gate_up;
-  if (!gemv_fuses(check_rows(residual, kTokens, "residual"), w, residual.data)) {
+  const TensorView& wgu = fused(l).gate_up;
+  if (gemv_fuses(check_rows(residual, kTokens, "residual"), wgu, residual.data)) {
+    // One GEMV from the residual to silu(gate) · up: RMSNorm prologue, gate and up rows of one
+    // index in the same CTA, SiLU-and-multiply epilogue. gate_up and h stay unwritten.
+    const int rows =
+        begin_op(kNormGateUpSilu, l, {residual.data, act.data}, false, residual, kTokens);
+    check_rows(act, kTokens, "act");
+    if (launching()) {
+      cuda::GemvFusion f;
+      f.input = cuda::GemvInput::kRmsNorm;
+      f.norm_weight = static_cast<const bf16*>(norm.data);
+      f.eps = static_cast<float>(config_.rms_norm_eps);
+      f.silu_pairs = true;
+      cuda::gemv_fused(f, bf16_ptr(residual, "residual"), static_cast<const bf16*>(wgu.data),
+                       nullptr, bf16_ptr(act, "act"), rows, static_cast<int>(wgu.dim(0)),
+                       static_cast<int>(wgu.dim(1)), stream_)
+          .throw_if_error();
+    }
+  } else {
     rms_norm(residual, nullptr, norm, h);
     gate_up_proj(l, h, gate_up);
-    return;
+    silu_mul(gate_up, act);
   }
-  const int rows =
-      begin_op(kNormGateUp, l, {residual.data, gate_up.data}, false, residual, kTokens);
-  check_rows(gate_up, kTokens, "gate_up");
-  if (!launching()) return;
-  cuda::GemvFusion f;
-  f.input = cuda::GemvInput::kRmsNorm;
-  f.norm_weight = static_cast<const bf16*>(norm.data);
-  f.eps = static_cast<float>(config_.rms_norm_eps);
-  cuda::gemv_fused(f, bf16_ptr(residual, "residual"), static_cast<const bf16*>(w.data), nullptr,
-                   bf16_ptr(gate_up, "gate_up"), rows, static_cast<int>(w.dim(0)),
-                   static_cast<int>(w.dim(1)), stream_)
-      .throw_if_error();
-}
-
-void CudaOps::mlp_down_residual(int l, const TensorView& gate_up, const TensorView& act,
-                                const TensorView& /*scratch*/, const TensorView& residual) {
-  const TensorView& w = weights().layers.at(l).down_proj;
-  const bool fuse = gemv_fuses(check_rows(gate_up, kTokens, "gate_up"), w, gate_up.data);
-  if (!fuse) silu_mul(gate_up, act);
-  const TensorView& in = fuse ? gate_up : act;
-  const int rows = begin_op(fuse ? kSiluDownResidual : kDownResidual, l, {in.data, residual.data},
-                            false, in, kTokens);
+  const int rows = begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
   check_rows(residual, kTokens, "residual");
-  if (!launching()) return;
-  bf16* out = bf16_ptr(residual, "residual");
-  if (!fuse) return linear(act, w, nullptr, out, DType::kBF16, rows, true);
-  cuda::GemvFusion f;
-  f.input = cuda::GemvInput::kSiluMul;
-  f.accumulate = true;
-  cuda::gemv_fused(f, bf16_ptr(gate_up, "gate_up"), static_cast<const bf16*>(w.data), nullptr, out,
-                   rows, static_cast<int>(w.dim(0)), static_cast<int>(w.dim(1)), stream_)
-      .throw_if_error();
+  const TensorView& wd = weights().layers.at(l).down_proj;
+  if (launching())
+    linear(act, wd, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows, true);
 }
 
 void CudaOps::qk_norm(int l, const TensorView& q, const TensorView& k) {

@@ -95,10 +95,9 @@ class CudaOps final : public Ops {
                      const TensorView& q, const TensorView& k, const TensorView& v) override;
   void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
                        const TensorView& residual) override;
-  void norm_gate_up_proj(int layer, const TensorView& residual, const TensorView& h,
-                         const TensorView& gate_up) override;
-  void mlp_down_residual(int layer, const TensorView& gate_up, const TensorView& act,
-                         const TensorView& scratch, const TensorView& residual) override;
+  void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
+                    const TensorView& gate_up, const TensorView& act,
+                    const TensorView& scratch) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;

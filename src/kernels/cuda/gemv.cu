@@ -41,24 +41,32 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 
 // CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
 // owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
-// kIn selects what the rows of x are (GemvInput): x itself (row stride ldx); silu(g)·u of a
-// gate/up row [g | u] of 2K (rounded to bf16 as silu_mul stores it); or RMSNorm(r)·γ of a residual
-// row r: the dot product is taken with r·γ and scaled by rsqrt(mean(r²) + eps) at the end — each
-// CTA reads all of r for its dot products anyway, so Σr² costs one FMA per element. `accumulate`:
-// out = bf16(out + bf16(v)) (a residual add; each output element belongs to one CTA, so in place is
-// race-free).
+// kIn selects what the rows of x are (GemvInput): x itself, or RMSNorm(r)·γ of a residual row r:
+// the dot product is taken with r·γ and scaled by rsqrt(mean(r²) + eps) at the end — each CTA
+// reads all of r for its dot products anyway, so Σr² costs one FMA per element. `accumulate`:
+// out = bf16(out + bf16(v)) (a residual add; each output element belongs to one CTA, so in place
+// is race-free). `pairs` (W = [gate; up], N even): CTA b takes gate rows b·kRows/2 + j and the up
+// rows N/2 later, and writes out [M, N/2] = silu(bf16(gate)) · bf16(up) — silu_mul's values.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K, int ldx,
-                const bf16* __restrict__ gamma, float eps, bool accumulate) {
+                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
+                const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs) {
   static_assert(kMaxM * kRows <= kThreads, "one output per thread in the epilogue");
+  static_assert(kRows % 2 == 0 || kRows == 1, "pairs split the rows in halves");
+  constexpr int kHalf = kRows / 2;
   detail::pdl_launch_dependents();
   const int chunks = K / 8;
-  const int n0 = blockIdx.x * kRows;
+  const int half = N / 2;  // pairs: gate rows [0, half), up rows [half, N)
+  const int n0 = blockIdx.x * (pairs ? kHalf : kRows);
   const bf16* wrow[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, N - 1)) * K;
+  for (int r = 0; r < kRows; ++r) {
+    const int n = !pairs      ? min(n0 + r, N - 1)
+                  : r < kHalf ? min(n0 + r, half - 1)
+                              : half + min(n0 + r - kHalf, half - 1);
+    wrow[r] = w + static_cast<int64_t>(n) * K;
+  }
 
   float acc[kMaxM][kRows] = {};
   float ss[kIn == GemvInput::kRmsNorm ? kMaxM : 1] = {};  // Σ r² per row of x
@@ -71,16 +79,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) {
       if (m < M) {
-        const bf16* xm = x + static_cast<int64_t>(m) * ldx + c * 8;
         float xf[8];
-        detail::to_float8(detail::load8(xm), xf);
-        if constexpr (kIn == GemvInput::kSiluMul) {
-          float uf[8];
-          detail::to_float8(detail::load8(xm + K), uf);
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            xf[e] = __bfloat162float(__float2bfloat16(detail::silu_times(xf[e], uf[e])));
-        }
+        detail::to_float8(detail::load8(x + static_cast<int64_t>(m) * K + c * 8), xf);
         if constexpr (kIn == GemvInput::kRmsNorm) {
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     waited = true;
     if constexpr (std::is_same_v<OutT, bf16>) {
       const int i = threadIdx.x, m = i / kRows, n = n0 + i % kRows;
-      if (accumulate && i < kMaxM * kRows && m < M && n < N)
+      if (accumulate && !pairs && i < kMaxM * kRows && m < M && n < N)
         prev = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
     }
   };
@@ -150,18 +150,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   __syncthreads();
+  const auto row_scale = [&](int m) {
+    if constexpr (kIn != GemvInput::kRmsNorm) return 1.0f;
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kWarps; ++j) sq += partial[j][kMaxM * kRows + m];
+    return rsqrtf(sq / static_cast<float>(K) + eps);
+  };
+  if constexpr (kHalf > 0) {
+    if (pairs) {
+      for (int i = threadIdx.x; i < kMaxM * kHalf; i += kThreads) {
+        const int m = i / kHalf, j = i % kHalf, n = n0 + j;
+        if (m < M && n < half) {
+          float g = 0.0f, u = 0.0f;
+#pragma unroll
+          for (int q = 0; q < kWarps; ++q) {
+            g += partial[q][m * kRows + j];
+            u += partial[q][m * kRows + kHalf + j];
+          }
+          const float sc = row_scale(m);
+          g *= sc;
+          u *= sc;
+          if (bias) {
+            g += __bfloat162float(bias[n]);
+            u += __bfloat162float(bias[half + n]);
+          }
+          const float gb = __bfloat162float(__float2bfloat16(g));
+          const float ub = __bfloat162float(__float2bfloat16(u));
+          store_out(out + static_cast<int64_t>(m) * half + n, detail::silu_times(gb, ub));
+        }
+      }
+      return;
+    }
+  }
   for (int i = threadIdx.x; i < kMaxM * kRows; i += kThreads) {
     const int m = i / kRows, n = n0 + i % kRows;
     if (m < M && n < N) {
       float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < kWarps; ++j) s += partial[j][i];
-      if constexpr (kIn == GemvInput::kRmsNorm) {
-        float sq = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kWarps; ++j) sq += partial[j][kMaxM * kRows + m];
-        s *= rsqrtf(sq / static_cast<float>(K) + eps);
-      }
+      s *= row_scale(m);
       if (bias) s += __bfloat162float(bias[n]);
       if constexpr (std::is_same_v<OutT, bf16>) {
         if (accumulate) s = __bfloat162float(__float2bfloat16(s)) + prev;  // i == threadIdx.x
@@ -366,10 +394,9 @@ template <int kMaxM, int kRows, int kUnroll, int kThreads = 128, GemvInput kIn =
           typename OutT>
 cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
                         int K, cudaStream_t s, const GemvFusion& f = {}) {
-  const int ldx = kIn == GemvInput::kSiluMul ? 2 * K : K;
   return detail::launch_pdl(gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, OutT>,
                             dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, w, bias, out,
-                            M, N, K, ldx, f.norm_weight, f.eps, f.accumulate);
+                            M, N, K, f.norm_weight, f.eps, f.accumulate, f.silu_pairs);
 }
 
 // Multiprocessors of the current device (cached per device; the grid of the ring kernel).
@@ -566,6 +593,8 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
   if (N <= 0 || K <= 0) return Status::error("gemv_fused: bad shape N {} K {}", N, K);
   if (!gemv_fused_supported(K, x, w))
     return Status::error("gemv_fused: needs K % 8 == 0 and 16-byte aligned x, W (K {})", K);
+  if (f.silu_pairs && (N % 2 != 0 || f.accumulate))
+    return Status::error("gemv_fused: SiLU pairs need an even N and no accumulate (N {})", N);
   if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
     return Status::error(
         "gemv_fused: RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned "
@@ -575,9 +604,6 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
   switch (f.input) {
     case GemvInput::kPlain:
       e = dispatch_fused<GemvInput::kPlain>(f, x, w, bias, out, M, N, K, stream);
-      break;
-    case GemvInput::kSiluMul:
-      e = dispatch_fused<GemvInput::kSiluMul>(f, x, w, bias, out, M, N, K, stream);
       break;
     case GemvInput::kRmsNorm:
       e = dispatch_fused<GemvInput::kRmsNorm>(f, x, w, bias, out, M, N, K, stream);

@@ -24,7 +24,6 @@ Status gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16*
 // What the rows of x are for gemv_fused (decode-time fusions of the op before the GEMV).
 enum class GemvInput {
   kPlain,    // x [M, K]
-  kSiluMul,  // x [M, 2K] = [gate | up]: the GEMV reads bf16(silu(gate) · up) (silu_mul's values)
   kRmsNorm,  // x [M, K] = residual rows r: the GEMV reads RMSNorm(r) · γ, i.e. out =
              // rsqrt(mean(r²) + eps) · ((r ⊙ γ) · W^T) (rms_norm's math, without its bf16 rounding)
 };
@@ -33,10 +32,14 @@ struct GemvFusion {
   const __nv_bfloat16* norm_weight = nullptr;  // γ [K], kRmsNorm
   float eps = 0;                               // kRmsNorm
   bool accumulate = false;  // out = bf16(out + bf16(result)): a residual add into out, in place
+  // W = [gate; up] (N even): out [M, N/2] = silu(bf16(x·gateᵀ)) · bf16(x·upᵀ), what silu_mul
+  // makes of the gate/up projection's output (each CTA takes a gate row and its up row).
+  bool silu_pairs = false;
 };
-// out [M, N] bf16 = (x as `f.input` says) · W[N, K]^T (+ bias), 1 ≤ M ≤ 16, fp32 accumulation,
-// the register kernel under PDL. Needs gemv_fused_supported(K, x, W). With f.accumulate, out is
-// read and written (each element by one thread).
+// out [M, N] bf16 (N/2 columns with silu_pairs) = (x as `f.input` says) · W[N, K]^T (+ bias),
+// 1 ≤ M ≤ 16, fp32 accumulation, the register kernel under PDL. Needs
+// gemv_fused_supported(K, x, W). With f.accumulate, out is read and written (each element by one
+// thread); silu_pairs excludes accumulate.
 Status gemv_fused(const GemvFusion& f, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                   cudaStream_t stream);
