@@ -113,9 +113,31 @@ def b_linear(p):
     return (lambda: (rand((M, K)), rand((N, K)), rand((N,))), call), name
 
 
+def b_linear_rope(p):
+    # RMSNorm, the QKV projection, then RoPE + the paged KV write (b_rope_kv's torch composite).
+    M, K, Hq, Hkv, D = p["M"], p["K"], p["Hq"], p["Hkv"], p["D"]
+    g = rand((K,), 0.2, 1.5)
+    W = rand(((Hq + 2 * Hkv) * D, K), -0.1, 0.1)
+    (make_rope, call_rope), _ = b_rope_kv({"T": M, "Hq": Hq, "Hkv": Hkv, "D": D, "block_size": 16,
+                                            "num_blocks": 7})
+
+    def make():
+        _, pos, slots = make_rope()
+        return rand((M, K), -2, 2), pos, slots
+
+    def call(s):
+        qkv = F.linear(F.rms_norm(s[0], (K,), g, 1e-5), W)
+        call_rope((qkv, s[1], s[2]))
+        return qkv
+
+    return (make, call), "F.rms_norm; F.linear; rotate-half + index_put (torch composite)"
+
+
 def b_linear_fused(p):
     # The unfused torch sequence the fused GEMV replaces: RMSNorm, F.linear, then the residual add
     # (in place) or SiLU(gate) * up of the projection.
+    if p.get("rope"):
+        return b_linear_rope(p)
     M, N, K, bias = p["M"], p["N"], p["K"], p.get("bias", False)
     inp, acc, pairs = p["input"], p["accumulate"], p.get("silu_pairs", False)
     g = rand((K,), 0.2, 1.5)

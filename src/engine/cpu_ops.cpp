@@ -232,10 +232,13 @@ void CpuOps::down_proj(int l, const TensorView& act, const TensorView& out) {
          f32(out, "down_proj output"), config_.hidden_size);
 }
 
-void CpuOps::norm_qkv_proj(int l, const TensorView& residual, const TensorView& h,
-                           const TensorView& q, const TensorView& k, const TensorView& v) {
+void CpuOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView& h,
+                           const TensorView& q, const TensorView& k, const TensorView& v,
+                           KvCache& kv) {
   rms_norm(residual, nullptr, layer(l).input_norm, h);
   qkv_proj(l, h, q, k, v);
+  if (config_.qk_norm) qk_norm(l, q, k);
+  rope_kv_write(l, q, k, v, kv);
 }
 
 void CpuOps::add_into(const TensorView& x, const TensorView& residual) {

@@ -48,8 +48,9 @@ class CpuOps final : public Ops {
   void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void down_proj(int layer, const TensorView& act, const TensorView& out) override;
-  void norm_qkv_proj(int layer, const TensorView& residual, const TensorView& h,
-                     const TensorView& q, const TensorView& k, const TensorView& v) override;
+  void norm_qkv_rope(int layer, const TensorView& residual, const TensorView& h,
+                     const TensorView& q, const TensorView& k, const TensorView& v,
+                     KvCache& kv) override;
   void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
                        const TensorView& residual) override;
   void mlp_residual(int layer, const TensorView& residual, const TensorView& h,

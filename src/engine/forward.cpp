@@ -45,9 +45,7 @@ TensorView Forward::run(const StepBatch& step, KvCache& kv) {
   // residual [T, H] is the residual stream; x, h, act are scratch.
   ops_.embedding(residual);
   for (int l = 0; l < c.num_layers; ++l) {
-    ops_.norm_qkv_proj(l, residual, h, q, k, v);
-    if (c.qk_norm) ops_.qk_norm(l, q, k);
-    ops_.rope_kv_write(l, q, k, v, kv);
+    ops_.norm_qkv_rope(l, residual, h, q, k, v, kv);
     ops_.attention(l, q, kv, attn);
     ops_.o_proj_residual(l, attn, x, residual);
     ops_.mlp_residual(l, residual, h, gate_up, act, x);

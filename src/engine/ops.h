@@ -129,9 +129,12 @@ class Ops {
   // the residual add the o / down GEMV's epilogue).
   // Scratch views (h, act, scratch) may be left unwritten by a fused path.
   //
-  // h [T, H] = rms_norm(residual) · input_norm; q, k, v = qkv_proj(h).
-  virtual void norm_qkv_proj(int layer, const TensorView& residual, const TensorView& h,
-                             const TensorView& q, const TensorView& k, const TensorView& v) = 0;
+  // The attention block's inputs: h [T, H] = rms_norm(residual) · input_norm; q, k, v =
+  // qkv_proj(h); qk_norm(q, k) when the model has it; rope_kv_write(q, k, v, kv). Afterwards q
+  // holds the rotated queries and the cache this step's K and V; k and v hold unspecified values.
+  virtual void norm_qkv_rope(int layer, const TensorView& residual, const TensorView& h,
+                             const TensorView& q, const TensorView& k, const TensorView& v,
+                             KvCache& kv) = 0;
   // residual [T, H] += o_proj(attn) (scratch [T, H]).
   virtual void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
                                const TensorView& residual) = 0;

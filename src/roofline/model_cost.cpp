@@ -215,16 +215,29 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
       m.attention_bias ? kAct * nqkv : 0);
   {
     // RoPE on q and k (2 mul + 1 add per element; cos/sin table fp32, 4*D bytes per token),
-    // q written back, k and v written into the paged KV cache in the cache dtype.
+    // q written back, k and v written into the paged KV cache in the cache dtype. Fused at decode
+    // batch 1 (no q/k norm): the QKV GEMV's epilogue rotates its own outputs, so the q/k/v
+    // activations are not read back and k, v are not written as activations.
     const double rot = (d.hq + d.hkv) * d.D;
     const double flops = d.T * rot * (3 + (m.qk_norm ? 4 : 0));
-    const double act = kAct * d.T * nqkv + kAct * d.T * d.hq * d.D + 4 * d.T * d.D;
-    const double norm_weights = m.qk_norm ? kAct * 2 * d.D : 0;  // q_norm and k_norm, [D] each
     const double kv = d.T * 2 * d.hkv * d.D * d.kvb;
-    b.add(m.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write",
-          std::string(m.qk_norm ? "per-head q/k RMSNorm, " : "") +
-              "RoPE on q,k; k,v written to the paged cache",
-          L, true, DType::kF32, flops, norm_weights, act, kv, kAct * d.T * nqkv, 0);
+    if (fused && !m.qk_norm) {
+      OpCost& qkv = b.ops.back();
+      qkv.note += ", RoPE and the KV-cache write in its epilogue";
+      const double unwritten = kAct * d.T * 2 * d.hkv * d.D;  // k, v go to the cache instead
+      qkv.activation_bytes -= unwritten;
+      qkv.kv_bytes += kv;
+      qkv.weight_bytes += 4.0 * d.D / 2;  // inv_freq
+      qkv.cost.bytes += kv - unwritten + 4.0 * d.D / 2;
+      qkv.cost.flops += flops;
+    } else {
+      const double act = kAct * d.T * nqkv + kAct * d.T * d.hq * d.D + 4 * d.T * d.D;
+      const double norm_weights = m.qk_norm ? kAct * 2 * d.D : 0;  // q_norm and k_norm, [D] each
+      b.add(m.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write",
+            std::string(m.qk_norm ? "per-head q/k RMSNorm, " : "") +
+                "RoPE on q,k; k,v written to the paged cache",
+            L, true, DType::kF32, flops, norm_weights, act, kv, kAct * d.T * nqkv, 0);
+    }
   }
   if (s.phase == Phase::kPrefill) {
     // Causal: query i attends to keys 0..i, S(S+1)/2 pairs per head; QK^T and PV 2*D each.

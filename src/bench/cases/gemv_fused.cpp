@@ -1,7 +1,10 @@
 #include "bench/cases/gemv_fused.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "bench/cases/case_util.h"
@@ -145,6 +148,172 @@ class GemvFusedCase : public CaseBase {
   Pool<bf16> w_, x_, b_, g_, out_;
 };
 
+// The decode QKV projection with RMSNorm prologue and the RoPE + KV-cache write epilogue:
+// x [M, H] residual rows, W = [Wq; Wk; Wv] [(Hq + 2·Hkv)·D, H]; rotated q into out [M, N], rotated
+// k and v into a paged cache (block size 16) at distinct random slots, every third token's slot
+// -1 (a padding row: nothing written). Reference: RMSNorm·γ, cpu::linear, bf16 rounding (the
+// unfused QKV output), cpu::rope; the cache is NaN-poisoned, so a write to a skipped slot or a
+// missed write shows.
+class GemvRopeCase : public CaseBase {
+ public:
+  GemvRopeCase(int M, int H, int Hq, int Hkv, int D) : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D) {}
+  std::string op() const override { return "linear_gemv_fused"; }
+  std::string shape() const override {
+    return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +
+           kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_);
+  }
+  nlohmann::json params() const override {
+    return {{"M", M_},
+            {"N", N()},
+            {"K", H_},
+            {"bias", false},
+            {"input", "rms_norm"},
+            {"Hq", Hq_},
+            {"Hkv", Hkv_},
+            {"D", D_},
+            {"accumulate", false},
+            {"rope", true},
+            {"silu_pairs", false}};
+  }
+  std::string baseline_name() const override {
+    return "torch unfused (F.rms_norm, F.linear, rotate-half, index_put)";
+  }
+  Cost cost() const override {
+    Cost c;
+    c.flops = 2.0 * M_ * double(N()) * H_ + 3.0 * M_ * (Hq_ + Hkv_) * D_;
+    c.bytes = 2.0 * N() * double(H_) + 2.0 * M_ * H_ + 2.0 * H_ + 2.0 * M_ * Hq_ * D_ +
+              2.0 * M_ * 2 * Hkv_ * D_ + 8.0 * M_ + 4.0 * D_ / 2;
+    c.math = DType::kF32;
+    c.round_trips = 2;
+    return c;
+  }
+  size_t set_bytes() const override {
+    return bf16_bytes(double(N()) * H_ + double(M_) * H_ + H_ + double(M_) * N() +
+                      2.0 * cache_elems());
+  }
+  void setup(int copies, uint64_t seed, cudaStream_t s) override {
+    remember(copies, seed);
+    w_ = Pool<bf16>(size_t(N()) * H_, copies);
+    x_ = Pool<bf16>(size_t(M_) * H_, copies);
+    g_ = Pool<bf16>(H_, copies);
+    out_ = Pool<bf16>(size_t(M_) * N(), copies);
+    kc_ = Pool<bf16>(cache_elems(), copies);
+    vc_ = Pool<bf16>(cache_elems(), copies);
+    pos_ = Pool<int32_t>(M_, 1);
+    slots_ = Pool<int32_t>(M_, 1);
+    inv_ = Pool<float>(D_ / 2, 1);
+    fill_uniform(w_.base(), w_.total(), seed, -0.1f, 0.1f, s);
+    fill_uniform(x_.base(), x_.total(), seed + 1, -2.0f, 2.0f, s);
+    fill_uniform(g_.base(), g_.total(), seed + 2, 0.2f, 1.5f, s);
+    draw_step(seed, s);
+  }
+  Status run(int set, cudaStream_t s) override {
+    cuda::GemvFusion f;
+    f.input = cuda::GemvInput::kRmsNorm;
+    f.norm_weight = g_.at(set);
+    f.eps = kEps;
+    f.rope = {pos_.at(0), slots_.at(0), inv_.at(0), kc_.at(set), vc_.at(set),
+              kBlocks,    kBlockSize,   Hq_,        Hkv_,        D_};
+    return cuda::gemv_fused(f, x_.at(set), w_.at(set), nullptr, out_.at(set), M_, N(), H_, s);
+  }
+  CheckResult check(cudaStream_t s) override {
+    const uint64_t sd = check_seed();
+    fill_uniform(w_.at(0), w_.n(), sd, -0.1f, 0.1f, s);
+    fill_uniform(x_.at(0), x_.n(), sd + 1, -2.0f, 2.0f, s);
+    fill_uniform(g_.at(0), g_.n(), sd + 2, 0.2f, 1.5f, s);
+    draw_step(sd, s);
+    poison(out_.at(0), out_.n() * sizeof(bf16), s);
+    poison(kc_.at(0), kc_.n() * sizeof(bf16), s);
+    poison(vc_.at(0), vc_.n() * sizeof(bf16), s);
+    run(0, s).throw_if_error();
+    // Reference QKV: RMSNorm(r)·γ, the projection, rounded to bf16 as the unfused GEMV stores it.
+    const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
+    const auto g = to_f32(to_host(g_.at(0), g_.n(), s));
+    std::vector<float> in(size_t(M_) * H_);
+    for (int m = 0; m < M_; ++m) {
+      double ss = 0;
+      for (int k = 0; k < H_; ++k) ss += double{x[size_t(m) * H_ + k]} * x[size_t(m) * H_ + k];
+      const auto scale = static_cast<float>(1.0 / std::sqrt(ss / H_ + kEps));
+      for (int k = 0; k < H_; ++k) in[size_t(m) * H_ + k] = x[size_t(m) * H_ + k] * scale * g[k];
+    }
+    const auto w = to_host(w_.at(0), w_.n(), s);
+    TensorView wv(const_cast<bf16*>(w.data()), DType::kBF16, {N(), H_});
+    std::vector<float> qkv(size_t(M_) * N());
+    cpu::linear(in.data(), wv, nullptr, M_, qkv.data());
+    for (float& v : qkv) v = round_bf16(v);
+    std::vector<float> q(size_t(M_) * Hq_ * D_), k(size_t(M_) * Hkv_ * D_), v(k.size());
+    for (int m = 0; m < M_; ++m) {
+      const float* row = qkv.data() + size_t(m) * N();
+      std::copy(row, row + Hq_ * D_, q.begin() + size_t(m) * Hq_ * D_);
+      std::copy(row + Hq_ * D_, row + (Hq_ + Hkv_) * D_, k.begin() + size_t(m) * Hkv_ * D_);
+      std::copy(row + (Hq_ + Hkv_) * D_, row + N(), v.begin() + size_t(m) * Hkv_ * D_);
+    }
+    const auto pos = to_host(pos_.at(0), M_, s);
+    const auto slots = to_host(slots_.at(0), M_, s);
+    const auto inv = to_host(inv_.at(0), D_ / 2, s);
+    cpu::rope(q.data(), k.data(), pos.data(), inv.data(), M_, Hq_, Hkv_, D_);
+    // Gather what the kernel wrote: q columns of out, and the cache rows of the written slots.
+    const auto out = to_f32(to_host(out_.at(0), out_.n(), s));
+    const auto kc = to_f32(to_host(kc_.at(0), kc_.n(), s));
+    const auto vc = to_f32(to_host(vc_.at(0), vc_.n(), s));
+    std::vector<float> got_q, got_kv, ref_kv;
+    for (int m = 0; m < M_; ++m)
+      got_q.insert(got_q.end(), out.begin() + size_t(m) * N(),
+                   out.begin() + size_t(m) * N() + Hq_ * D_);
+    cpu::PagedKv layout{nullptr, nullptr, kBlocks, kBlockSize, Hkv_, D_};
+    size_t written = 0;
+    for (int m = 0; m < M_; ++m) {
+      if (slots[m] < 0) continue;
+      for (int h = 0; h < Hkv_; ++h) {
+        const int64_t off = layout.offset(slots[m], h);
+        const size_t src = (size_t(m) * Hkv_ + h) * D_;
+        got_kv.insert(got_kv.end(), kc.begin() + off, kc.begin() + off + D_);
+        got_kv.insert(got_kv.end(), vc.begin() + off, vc.begin() + off + D_);
+        ref_kv.insert(ref_kv.end(), k.begin() + src, k.begin() + src + D_);
+        ref_kv.insert(ref_kv.end(), v.begin() + src, v.begin() + src + D_);
+        written += 2 * size_t(D_);
+      }
+    }
+    // Every other cache element must still hold the poison: count the finite ones.
+    size_t finite = 0;
+    for (size_t i = 0; i < kc.size(); ++i) finite += std::isfinite(kc[i]) + std::isfinite(vc[i]);
+    CheckResult r;
+    r.tolerance = kTolBf16Out;
+    const double eq = rel_err(got_q, q), ekv = rel_err(got_kv, ref_kv);
+    r.max_rel_err = std::max(eq, ekv);
+    r.detail = err_str("q", eq) + " " + err_str("kv", ekv);
+    if (finite != written)
+      r.failure = "the cache has " + std::to_string(finite) + " written elements, expected " +
+                  std::to_string(written) + " (a skipped slot written or a slot missed)";
+    return r;
+  }
+
+ private:
+  static constexpr int kBlockSize = 16, kBlocks = 7;  // 112 slots
+  int N() const { return (Hq_ + 2 * Hkv_) * D_; }
+  size_t cache_elems() const { return size_t(kBlocks) * Hkv_ * kBlockSize * D_; }
+  // Positions up to 40000 (large angles), distinct slots from a shuffled range, every third -1;
+  // llama-style inv_freq for base 500000.
+  void draw_step(uint64_t seed, cudaStream_t s) {
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> pos(M_), slots(kBlocks * kBlockSize);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 40000);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(M_);
+    for (int m = 2; m < M_; m += 3) slots[m] = -1;
+    std::vector<float> inv(D_ / 2);
+    for (int i = 0; i < D_ / 2; ++i) inv[i] = static_cast<float>(std::pow(500000.0, -2.0 * i / D_));
+    to_device(pos_.at(0), pos, s);
+    to_device(slots_.at(0), slots, s);
+    to_device(inv_.at(0), inv, s);
+  }
+  int M_, H_, Hq_, Hkv_, D_;
+  Pool<bf16> w_, x_, g_, out_, kc_, vc_;
+  Pool<int32_t> pos_, slots_;
+  Pool<float> inv_;
+};
+
 }  // namespace
 
 std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate,
@@ -152,15 +321,25 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
   return std::make_unique<GemvFusedCase>(input, accumulate, silu_pairs, M, N, K, bias);
 }
 
-// The batch-1 decode steps of Llama-3.1-8B (QKV 6144 after RMSNorm, gate/up 28672 after RMSNorm
-// writing silu(gate)·up, o and down with the residual add) and of Llama-3.2-1B (3072, 16384).
+std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D) {
+  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D);
+}
+
+// The batch-1 decode steps of Llama-3.1-8B (QKV 6144 after RMSNorm, plain or with RoPE + KV
+// write; gate/up 28672 after RMSNorm writing silu(gate)·up; o and down with the residual add) and
+// of Llama-3.2-1B (3072, 16384; head_dim 64).
 void register_gemv_fused_cases(CaseList& out) {
   using In = cuda::GemvInput;
-  for (const auto& [H, Nqkv, I] : {std::tuple{4096, 6144, 14336}, std::tuple{2048, 3072, 8192}}) {
-    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, false, 1, Nqkv, H));
-    out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, H, H));
-    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * I, H));
-    out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, H, I));
+  struct Model {
+    int H, Hq, Hkv, D, I;
+  };
+  for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}}) {
+    const int Nqkv = (m.Hq + 2 * m.Hkv) * m.D;
+    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, false, 1, Nqkv, m.H));
+    out.push_back(make_gemv_rope_case(1, m.H, m.Hq, m.Hkv, m.D));
+    out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, m.H, m.H));
+    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * m.I, m.H));
+    out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, m.H, m.I));
   }
 }
 

@@ -14,4 +14,8 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
                                                  bool silu_pairs, int M, int N, int K,
                                                  bool bias = false);
 
+// The QKV projection with RMSNorm prologue and the RoPE + paged KV write epilogue (GemvRope):
+// M decode tokens, hidden H, Hq / Hkv heads of D.
+std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D);
+
 }  // namespace ceiling::bench

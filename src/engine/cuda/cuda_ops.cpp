@@ -35,6 +35,7 @@ enum Op : uint64_t {
   kGather,
   kLmHead,
   kNormQkv,
+  kNormQkvRope,
   kOProjResidual,
   kNormGateUpSilu,
   kDownResidual
@@ -161,16 +162,19 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView* residual, const Te
 
 void CudaOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const TensorView& k,
                        const TensorView& v) {
-  qkv_proj_into_pending(l, x, nullptr, q, k, v);
+  qkv_proj_into_pending(l, x, nullptr, q, k, v, nullptr);
 }
 
 void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::GemvFusion* fusion,
-                                    const TensorView& q, const TensorView& k, const TensorView& v) {
-  const int rows = begin_op(fusion ? kNormQkv : kQkv, l, {x.data, q.data, k.data, v.data}, false, x,
-                            kTokens, true);
+                                    const TensorView& q, const TensorView& k, const TensorView& v,
+                                    KvCache* kv) {
+  const uint64_t op = kv ? kNormQkvRope : fusion ? kNormQkv : kQkv;
+  const int rows =
+      begin_op(op, l, {x.data, q.data, k.data, v.data}, kv != nullptr, x, kTokens, true);
   check_rows(q, kTokens, "q");
   check_rows(k, kTokens, "k");
   check_rows(v, kTokens, "v");
+  if (kv) check_step_kv(*kv, l);
   const cuda_impl::FusedLayerWeights& f = fused(l);
   // Other views than the pending ones would lose their values when qkv_ is overwritten.
   if (pending_.valid && !pending_is(q.data, k.data, v.data)) materialize_qkv();
@@ -179,7 +183,20 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
     ensure_qkv(rows);
     const TensorView* bias = f.qkv_bias.data ? &f.qkv_bias : nullptr;
     if (fusion) {
-      cuda::gemv_fused(*fusion, bf16_ptr(x, "residual"), static_cast<const bf16*>(f.qkv.data),
+      cuda::GemvFusion fu = *fusion;
+      if (kv) {  // RoPE + KV write as the epilogue: q rotated into qkv_, K/V into the cache
+        fu.rope.positions = dev<int32_t>(meta_.positions);
+        fu.rope.slot_mapping = dev<int32_t>(meta_.slots);
+        fu.rope.inv_freq = inv_freq_;
+        fu.rope.k_cache = static_cast<bf16*>(kv->k[l].data);
+        fu.rope.v_cache = static_cast<bf16*>(kv->v[l].data);
+        fu.rope.num_blocks = kv->num_blocks + 1;  // the dummy block is addressable (slot -1)
+        fu.rope.block_size = kv->block_size;
+        fu.rope.Hq = config_.num_heads;
+        fu.rope.Hkv = config_.num_kv_heads;
+        fu.rope.D = config_.head_dim;
+      }
+      cuda::gemv_fused(fu, bf16_ptr(x, "residual"), static_cast<const bf16*>(f.qkv.data),
                        bias ? static_cast<const bf16*>(bias->data) : nullptr, qkv_, rows,
                        static_cast<int>(f.qkv.dim(0)), static_cast<int>(f.qkv.dim(1)), stream_)
           .throw_if_error();
@@ -187,7 +204,9 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
       linear(x, f.qkv, bias, qkv_, DType::kBF16, rows);
     }
   }
-  // q, k, v stay in qkv_ until an op needs them as separate views (materialize_qkv).
+  // q, k, v stay in qkv_ until an op needs them as separate views (materialize_qkv). After the
+  // RoPE epilogue q is rotated there and the k/v columns are unwritten (their values are in the
+  // cache), as norm_qkv_rope's contract allows.
   pending_ = {q.data, k.data, v.data, rows, true};
 }
 
@@ -195,21 +214,29 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
 // as the gate/up GEMV's epilogue and the residual add as the o / down GEMV's (gemv_fused);
 // otherwise the single ops in sequence, the residual add as cuBLASLt's beta = 1.
 
-void CudaOps::norm_qkv_proj(int l, const TensorView& residual, const TensorView& h,
-                            const TensorView& q, const TensorView& k, const TensorView& v) {
+void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView& h,
+                            const TensorView& q, const TensorView& k, const TensorView& v,
+                            KvCache& kv) {
   const TensorView& norm = weights().layers.at(l).input_norm;
   if (!gemv_fuses(check_rows(residual, kTokens, "residual"), fused(l).qkv, residual.data)) {
     rms_norm(residual, nullptr, norm, h);
     qkv_proj(l, h, q, k, v);
+    if (config_.qk_norm) qk_norm(l, q, k);
+    rope_kv_write(l, q, k, v, kv);
     return;
   }
   cuda::GemvFusion f;
   f.input = cuda::GemvInput::kRmsNorm;
   f.norm_weight = static_cast<const bf16*>(norm.data);
   f.eps = static_cast<float>(config_.rms_norm_eps);
-  qkv_proj_into_pending(l, residual, &f, q, k, v);
+  if (config_.qk_norm || fallback_rope_) {  // the per-head norm needs all of a head: not fused
+    qkv_proj_into_pending(l, residual, &f, q, k, v, nullptr);
+    if (config_.qk_norm) qk_norm(l, q, k);
+    rope_kv_write(l, q, k, v, kv);
+    return;
+  }
+  qkv_proj_into_pending(l, residual, &f, q, k, v, &kv);
 }
-
 void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /*scratch*/,
                               const TensorView& residual) {
   const int rows = begin_op(kOProjResidual, l, {attn.data, residual.data}, false, attn, kTokens);

@@ -91,8 +91,9 @@ class CudaOps final : public Ops {
   void gate_up_proj(int layer, const TensorView& x, const TensorView& gate_up) override;
   void silu_mul(const TensorView& gate_up, const TensorView& out) override;
   void down_proj(int layer, const TensorView& act, const TensorView& out) override;
-  void norm_qkv_proj(int layer, const TensorView& residual, const TensorView& h,
-                     const TensorView& q, const TensorView& k, const TensorView& v) override;
+  void norm_qkv_rope(int layer, const TensorView& residual, const TensorView& h,
+                     const TensorView& q, const TensorView& k, const TensorView& v,
+                     KvCache& kv) override;
   void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
                        const TensorView& residual) override;
   void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
@@ -182,8 +183,10 @@ class CudaOps final : public Ops {
   // prologue) can replace the op before it.
   bool gemv_fuses(int rows, const TensorView& w, const void* x) const;
   // qkv_proj with x through `fusion` (cuda::GemvFusion; null: plain), the pending-q/k/v logic.
+  // kv non-null: RoPE + the KV write as the GEMV's epilogue too (needs `fusion`).
   void qkv_proj_into_pending(int layer, const TensorView& x, const cuda::GemvFusion* fusion,
-                             const TensorView& q, const TensorView& k, const TensorView& v);
+                             const TensorView& q, const TensorView& k, const TensorView& v,
+                             KvCache* kv);
   const cuda_impl::FusedLayerWeights& fused(int layer) const;
 
   CudaOpsOptions options_;

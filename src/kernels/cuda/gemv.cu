@@ -45,26 +45,36 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // the dot product is taken with r·γ and scaled by rsqrt(mean(r²) + eps) at the end — each CTA
 // reads all of r for its dot products anyway, so Σr² costs one FMA per element. `accumulate`:
 // out = bf16(out + bf16(v)) (a residual add; each output element belongs to one CTA, so in place
-// is race-free). `pairs` (W = [gate; up], N even): CTA b takes gate rows b·kRows/2 + j and the up
-// rows N/2 later, and writes out [M, N/2] = silu(bf16(gate)) · bf16(up) — silu_mul's values.
+// is race-free). `pairs`: CTA b takes the kRows/2 row pairs b·kRows/2 + j (pair p = rows a(p),
+// b(p)) and writes per pair: with rope.D == 0 (W = [gate; up], N even) a = p, b = N/2 + p and out
+// [M, N/2] = silu(bf16(gate)) · bf16(up) — silu_mul's values; with rope.D > 0 (W = fused QKV) a and
+// b are elements i and i + D/2 of one head, rotated as rope_kv_write does: q heads back into out
+// [M, N], k heads rotated and v heads as they are into the paged cache at the token's slot.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
-                const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs) {
+                const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
+                GemvRope rope) {
   static_assert(kMaxM * kRows <= kThreads, "one output per thread in the epilogue");
   static_assert(kRows % 2 == 0 || kRows == 1, "pairs split the rows in halves");
   constexpr int kHalf = kRows / 2;
   detail::pdl_launch_dependents();
   const int chunks = K / 8;
-  const int half = N / 2;  // pairs: gate rows [0, half), up rows [half, N)
+  const int half = N / 2;  // pairs: N/2 of them
+  const int half_d = rope.D / 2;
+  // The rows of pair p: its first (r = 0) or second (r = 1) element.
+  const auto pair_row = [&](int p, int r) {
+    if (rope.D == 0) return r == 0 ? p : half + p;
+    return (p / half_d) * rope.D + p % half_d + r * half_d;
+  };
   const int n0 = blockIdx.x * (pairs ? kHalf : kRows);
   const bf16* wrow[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int n = !pairs      ? min(n0 + r, N - 1)
-                  : r < kHalf ? min(n0 + r, half - 1)
-                              : half + min(n0 + r - kHalf, half - 1);
+                  : r < kHalf ? pair_row(min(n0 + r, half - 1), 0)
+                              : pair_row(min(n0 + r - kHalf, half - 1), 1);
     wrow[r] = w + static_cast<int64_t>(n) * K;
   }
 
@@ -169,15 +179,43 @@ __global__ void __launch_bounds__(kThreads, 1)
             u += partial[q][m * kRows + kHalf + j];
           }
           const float sc = row_scale(m);
+          const int ra = pair_row(n, 0), rb = pair_row(n, 1);
           g *= sc;
           u *= sc;
           if (bias) {
-            g += __bfloat162float(bias[n]);
-            u += __bfloat162float(bias[half + n]);
+            g += __bfloat162float(bias[ra]);
+            u += __bfloat162float(bias[rb]);
           }
           const float gb = __bfloat162float(__float2bfloat16(g));
           const float ub = __bfloat162float(__float2bfloat16(u));
-          store_out(out + static_cast<int64_t>(m) * half + n, detail::silu_times(gb, ub));
+          if (rope.D == 0) {
+            store_out(out + static_cast<int64_t>(m) * half + n, detail::silu_times(gb, ub));
+            continue;
+          }
+          // RoPE (rotate-half) of (x_i, x_{i+D/2}) at the token's position, as rope_kv_write.
+          const int head = n / half_d, e = n % half_d;
+          float sn, cs;
+          sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[e], &sn, &cs);
+          const float y1 = gb * cs - ub * sn, y2 = ub * cs + gb * sn;
+          if constexpr (std::is_same_v<OutT, bf16>) {
+            if (head < rope.Hq) {
+              store_out(out + static_cast<int64_t>(m) * N + ra, y1);
+              store_out(out + static_cast<int64_t>(m) * N + rb, y2);
+              continue;
+            }
+            const int64_t slot = rope.slot_mapping[m];
+            if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size)
+              continue;
+            const bool is_k = head < rope.Hq + rope.Hkv;
+            const int kv_head = head - rope.Hq - (is_k ? 0 : rope.Hkv);
+            const int64_t off = ((slot / rope.block_size * rope.Hkv + kv_head) * rope.block_size +
+                                 slot % rope.block_size) *
+                                    rope.D +
+                                e;
+            bf16* cache = is_k ? rope.k_cache : rope.v_cache;
+            store_out(cache + off, is_k ? y1 : gb);
+            store_out(cache + off + half_d, is_k ? y2 : ub);
+          }
         }
       }
       return;
@@ -396,7 +434,8 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
                         int K, cudaStream_t s, const GemvFusion& f = {}) {
   return detail::launch_pdl(gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, OutT>,
                             dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, w, bias, out,
-                            M, N, K, f.norm_weight, f.eps, f.accumulate, f.silu_pairs);
+                            M, N, K, f.norm_weight, f.eps, f.accumulate,
+                            f.silu_pairs || f.rope.D > 0, f.rope);
 }
 
 // Multiprocessors of the current device (cached per device; the grid of the ring kernel).
@@ -593,8 +632,20 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
   if (N <= 0 || K <= 0) return Status::error("gemv_fused: bad shape N {} K {}", N, K);
   if (!gemv_fused_supported(K, x, w))
     return Status::error("gemv_fused: needs K % 8 == 0 and 16-byte aligned x, W (K {})", K);
-  if (f.silu_pairs && (N % 2 != 0 || f.accumulate))
-    return Status::error("gemv_fused: SiLU pairs need an even N and no accumulate (N {})", N);
+  if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
+    return Status::error("gemv_fused: SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
+  if (const GemvRope& r = f.rope; r.D != 0) {
+    if (r.D < 2 || r.D % 2 != 0 || r.Hq < 1 || r.Hkv < 1 || N != (r.Hq + 2 * r.Hkv) * r.D)
+      return Status::error(
+          "gemv_fused: RoPE needs N = (Hq + 2·Hkv)·D with D even (N {} Hq {} Hkv "
+          "{} D {})",
+          N, r.Hq, r.Hkv, r.D);
+    if (!r.positions || !r.slot_mapping || !r.inv_freq || !r.k_cache || !r.v_cache ||
+        r.block_size < 1 || r.num_blocks < 1 || f.accumulate)
+      return Status::error(
+          "gemv_fused: RoPE needs positions, slots, inv_freq, a K/V cache and no "
+          "accumulate");
+  }
   if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
     return Status::error(
         "gemv_fused: RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned "

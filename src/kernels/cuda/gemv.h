@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/dtype.h"
@@ -27,6 +28,20 @@ enum class GemvInput {
   kRmsNorm,  // x [M, K] = residual rows r: the GEMV reads RMSNorm(r) · γ, i.e. out =
              // rsqrt(mean(r²) + eps) · ((r ⊙ γ) · W^T) (rms_norm's math, without its bf16 rounding)
 };
+// The RoPE + KV-cache write epilogue of a fused QKV projection (rope_kv_write's meaning for one
+// decode token per row of x, without q/k norm): W = [Wq; Wk; Wv], N = (Hq + 2·Hkv)·D. Rotated q
+// goes to out [M, N] (its k and v columns are left unwritten); rotated k and v go to the paged
+// cache [num_blocks, Hkv, block_size, D] at slot_mapping[m] (negative or ≥ num_blocks·block_size:
+// skipped). D == 0: off.
+struct GemvRope {
+  const int32_t* positions = nullptr;     // [M]
+  const int32_t* slot_mapping = nullptr;  // [M]
+  const float* inv_freq = nullptr;        // [D/2]
+  __nv_bfloat16* k_cache = nullptr;
+  __nv_bfloat16* v_cache = nullptr;
+  int num_blocks = 0, block_size = 0;
+  int Hq = 0, Hkv = 0, D = 0;
+};
 struct GemvFusion {
   GemvInput input = GemvInput::kPlain;
   const __nv_bfloat16* norm_weight = nullptr;  // γ [K], kRmsNorm
@@ -35,6 +50,7 @@ struct GemvFusion {
   // W = [gate; up] (N even): out [M, N/2] = silu(bf16(x·gateᵀ)) · bf16(x·upᵀ), what silu_mul
   // makes of the gate/up projection's output (each CTA takes a gate row and its up row).
   bool silu_pairs = false;
+  GemvRope rope;  // RoPE + KV write epilogue (excludes accumulate and silu_pairs)
 };
 // out [M, N] bf16 (N/2 columns with silu_pairs) = (x as `f.input` says) · W[N, K]^T (+ bias),
 // 1 ≤ M ≤ 16, fp32 accumulation, the register kernel under PDL. Needs
