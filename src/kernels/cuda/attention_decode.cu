@@ -37,7 +37,7 @@ constexpr int kStages = 3;  // cp.async stages per warp
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
 // and fewer splits mean a shorter merge.
 constexpr int kSplitSlotsPerSm = 1;
-constexpr int kMinSplitTokens = 64;
+constexpr int kMinSplitTokens = 256;
 
 struct DecodeParams {
   const __nv_bfloat16* q;  // [S, Hq, D]
