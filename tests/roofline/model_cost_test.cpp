@@ -208,6 +208,41 @@ TEST(Ops, StructureFollowsTheModel) {
     EXPECT_NEAR(o.weight_bytes + o.activation_bytes + o.kv_bytes, o.cost.bytes, 1e-6) << o.name;
 }
 
+// Decode at batch 1 on one GPU is costed as CudaOps runs it: the norms, RoPE + KV write and
+// SiLU inside the GEMVs. Bytes move between ops but the step reads the same weights and K/V;
+// Qwen3's per-head q/k norm keeps RoPE a kernel of its own; batch 2 is unfused.
+TEST(Ops, DecodeBatch1IsFusedAsTheEngineRunsIt) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  const ModelConfig m = llama8b();
+  const auto fused = model_ops(m, g, decode(1, 1024));
+  const auto unfused = model_ops(m, g, decode(2, 1024));
+  for (const char* name : {"attn_norm", "mlp_norm", "silu_mul", "rope_kv_write"}) {
+    EXPECT_ANY_THROW(op(fused, name)) << name;
+    EXPECT_NO_THROW(op(unfused, name)) << name;
+  }
+  EXPECT_NE(op(fused, "qkv_proj").note.find("RoPE"), std::string::npos);
+  EXPECT_NE(op(fused, "gate_up_proj").note.find("SiLU"), std::string::npos);
+  // The fused QKV writes q only (k and v go to the cache, counted as KV bytes), gate/up writes
+  // silu(gate)·up [1, I]; the residual adds are read by o_proj and down_proj in both.
+  EXPECT_NEAR(op(fused, "qkv_proj").kv_bytes, 2.0 * 8 * 128 * 2, 1e-9);
+  EXPECT_NEAR(op(fused, "gate_up_proj").activation_bytes, 2.0 * (4096 + 14336), 1e-9);
+  EXPECT_NEAR(op(fused, "o_proj").activation_bytes, 2.0 * (4096 + 2 * 4096), 1e-9);
+  double wf = 0, wu = 0;
+  for (const auto& o : fused) wf += o.weight_bytes * o.count;
+  for (const auto& o : unfused) wu += o.weight_bytes * o.count;
+  // The same weights either way, except RoPE's inv_freq table (D/2 floats per layer), which the
+  // fused QKV reads as a constant (the unfused rope kernel's cos/sin count as activations), and
+  // the embedding rows gathered (one per token: batch 2 reads one more row of 4096 bf16).
+  EXPECT_NEAR(wf - wu, 4.0 * 64 * 32 - 2.0 * 4096, 1.0);
+  ModelConfig qk = m;  // Qwen3-style per-head q/k norm
+  qk.qk_norm = true;
+  const auto qwen3 = model_ops(qk, g, decode(1, 1024));
+  EXPECT_NO_THROW(op(qwen3, "qk_norm_rope_kv_write"));
+  EXPECT_ANY_THROW(op(qwen3, "silu_mul"));
+  for (const auto& o : fused)
+    EXPECT_NEAR(o.weight_bytes + o.activation_bytes + o.kv_bytes, o.cost.bytes, 1e-6) << o.name;
+}
+
 TEST(Ops, BadScenariosFailWithOneLine) {
   const GpuCeilings g = ceilings_for("h100-sxm", false);
   auto expect_fail = [&](const ModelConfig& m, const Scenario& s, const std::string& needle) {
