@@ -120,20 +120,10 @@ TEST(GpuElementwise, PdlChainMatchesSerialized) {
         step(cuda::silu_mul(x.as<bf16>(), T, I, z.as<bf16>(), s));
         step(cuda::rms_norm(z.as<bf16>(), nullptr, w.as<bf16>(), T, I, 1e-5f, z2.as<bf16>(), s));
       };
-      if (mode == 2) {
-        cudaGraph_t g = nullptr;
-        cudaGraphExec_t ge = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      if (mode == 2)
+        run_in_graph(s, enqueue);
+      else
         enqueue();
-        ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
-      } else {
-        enqueue();
-      }
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     };
     run(0);

@@ -53,6 +53,23 @@ struct Stream {
   operator cudaStream_t() const { return s; }
 };
 
+// Captures what `enqueue` puts on stream s into a CUDA graph, replays it once and waits: the
+// same launches as running enqueue() on s, but from a graph (as the engine's decode step).
+template <typename F>
+void run_in_graph(cudaStream_t s, F&& enqueue) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  enqueue();
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  const cudaError_t ie = cudaGraphInstantiate(&ge, g, 0);
+  cudaGraphDestroy(g);
+  ASSERT_EQ(ie, cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraphExecDestroy(ge);
+}
+
 inline void expect_case_passes(bench::KernelCase& c, cudaStream_t s) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(c.op() + " " + c.shape() + " seed " + std::to_string(seed));

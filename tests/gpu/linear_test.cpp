@@ -145,20 +145,10 @@ TEST(GpuGemv, PdlChainReadsPredecessorOutput) {
           ASSERT_TRUE(st.ok()) << st.message();
         }
       };
-      if (graph) {
-        cudaGraph_t g = nullptr;
-        cudaGraphExec_t ge = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      if (graph)
+        run_in_graph(s, enqueue);
+      else
         enqueue();
-        ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
-      } else {
-        enqueue();
-      }
       const auto host = bench::to_f32(to_host(act(0), size_t(kLayers + 1) * M * kN, s));
       const auto wh = to_host(w.as<bf16>(), size_t(kLayers) * kN * kN, s);
       for (int l = 0; l < kLayers; ++l) {
