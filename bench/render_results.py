@@ -187,10 +187,12 @@ def latency_section(runs):
     out = ["## Decode latency (`ceiling bench latency`)", "",
            "Random-weight models of the named shape, bf16. `floor` is bytes_per_step (weights once + KV) at the "
            "read bandwidth measured in the same process; `transformers` is Hugging Face transformers' eager "
-           "decode of the same model on the same GPU in the same run.", "",
+           "decode of the same model on the same GPU in the same run. `predicted` is the layer-2 roofline of "
+           "the step (`ceiling roofline` at the run's context), `gap` measured / predicted (runs before the "
+           "prediction was recorded leave both empty).", "",
            "| file | model | GPU | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms | % of floor "
-           "| GB/s | transformers tok/s | speedup | git |",
-           "|" + "---|" * 15]
+           "| GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
+           "|" + "---|" * 17]
     for name, r in runs:
         base = r.get("baseline_tokens_per_s")
         tps = r.get("tokens_per_s")
@@ -199,6 +201,7 @@ def latency_section(runs):
             f"{r.get('input_len', '')}/{r.get('output_len', '')}", "on" if r.get("cuda_graphs") else "off",
             fmt(r.get("ttft_ms"), ".2f"), fmt(r.get("ms_per_token"), ".3f"), fmt(tps, ".1f"),
             fmt(r.get("floor_ms_per_token"), ".3f"), fmt(r.get("pct_of_floor"), ".1f"), fmt(r.get("gbps"), ".0f"),
+            fmt(r.get("predicted_ms_per_token"), ".3f"), fmt(r.get("prediction_gap"), ".2f"),
             fmt(base, ".1f"), fmt(tps / base if isinstance(base, (int, float)) and base and tps else None, ".1f"),
             f"`{r.get('git_sha', '')}`",
         ]) + " |")
