@@ -173,8 +173,9 @@ def b_sample(p):
 
     def call(s):
         l, c = s
-        seen = c > 0
-        l = torch.where(seen, torch.where(l > 0, l / rep, l * rep), l) - pres * seen - freq * c
+        if rep != 1 or pres != 0 or freq != 0:  # neutral values: a user's code skips them
+            seen = c > 0
+            l = torch.where(seen, torch.where(l > 0, l / rep, l * rep), l) - pres * seen - freq * c
         l = l / T
         if k > 0:
             kth = torch.topk(l, k, dim=-1).values[:, -1:]

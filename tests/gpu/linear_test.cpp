@@ -1,7 +1,7 @@
 // GEMV, cuBLASLt and the dispatcher vs cpu::linear: M 1..16 (and beyond for cuBLASLt), N and K
-// off the tiles (primes, N not a multiple of the rows per CTA or stage, K not a multiple of the
-// ring's column tile, K % 8 != 0 takes the scalar GEMV), bias, f32 output, every built M = 1
-// configuration, and a PDL-launched chain in which each GEMV reads its predecessor's output.
+// off the tiles (primes, N not a multiple of the rows per CTA, K % 8 != 0 takes the scalar GEMV),
+// bias, f32 output, every built M = 1 configuration, and a PDL-launched chain in which each GEMV
+// reads its predecessor's output.
 #include "bench/cases/linear.h"
 
 #include <cmath>
@@ -34,24 +34,12 @@ TEST(GpuGemv, MatchesReference) {
 // Every built M = 1 configuration (gemv_with_config).
 std::vector<cuda::GemvConfig> built_configs() {
   std::vector<cuda::GemvConfig> cfgs;
-  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}};
+  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}, {128, 4, 2}, {64, 2, 2}};
   for (const auto& [t, r, u] : regs) {
     cuda::GemvConfig c;
     c.threads = t;
     c.rows = r;
     c.unroll = u;
-    cfgs.push_back(c);
-  }
-  // (warps, ktile, stages, CTAs per SM, evict-first, interleaved rows); stages 2 and 16 reuse
-  // the ring most and least often (16 is clamped to the 200 KB budget).
-  const cuda::RingConfig rings[] = {{8, 1024, 5, 1, false, true}, {8, 1024, 5, 1, false, false},
-                                    {8, 1024, 2, 1, false, true}, {8, 1024, 16, 1, false, true},
-                                    {8, 1024, 3, 2, false, true}, {8, 1024, 5, 1, true, true},
-                                    {8, 2048, 3, 1, false, true}, {16, 512, 5, 1, false, true}};
-  for (const auto& r : rings) {
-    cuda::GemvConfig c;
-    c.use_ring = true;
-    c.ring = r;
     cfgs.push_back(c);
   }
   return cfgs;
@@ -77,7 +65,7 @@ TEST(GpuGemv, ConfigsMatchReference) {
 }
 
 // The subset run under compute-sanitizer (memcheck, racecheck): every configuration on a tiny
-// shape and on one with several row groups per CTA and several passes over the ring.
+// shape and on one with several row groups per CTA.
 TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
   CEILING_REQUIRE_GPU();
   Stream s;
@@ -97,30 +85,24 @@ TEST(GpuGemv, RejectsLargeM) {
 TEST(GpuGemv, RejectsUnbuiltConfig) {
   CEILING_REQUIRE_GPU();
   cuda::GemvConfig c;
-  c.use_ring = true;
-  c.ring.warps = 3;
+  c.threads = 96;
   DeviceBuffer b(4096);
-  Status st = cuda::gemv_with_config(c, b.as<bf16>(), b.as<bf16>(), nullptr, b.get(), DType::kBF16,
-                                     8, 8, nullptr);
+  const Status st = cuda::gemv_with_config(c, b.as<bf16>(), b.as<bf16>(), nullptr, b.get(),
+                                           DType::kBF16, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("ring_w3"), std::string::npos) << st.message();
-  c.ring.warps = 8;  // built, but x [K] must fit in shared memory
-  st = cuda::gemv_with_config(c, b.as<bf16>(), b.as<bf16>(), nullptr, b.get(), DType::kBF16, 8,
-                              16392, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("K 16392"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("t96r2u2"), std::string::npos) << st.message();
 }
 
 // A chain of GEMVs (x_{i+1} = W_i · x_i, square), launched back to back with PDL on a stream and
 // then replayed from a CUDA graph: each one must read its predecessor's output only after
 // pdl_wait. Outputs are poisoned first, so a read before the write gives NaN; each layer is checked
 // against cpu::linear of the previous layer's GPU output. Variants: M = 1 and 2 through gemv(),
-// M = 1 through the ring kernel.
+// M = 1 through a non-default configuration (four rows per CTA).
 TEST(GpuGemv, PdlChainReadsPredecessorOutput) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  cuda::GemvConfig ring;
-  ring.use_ring = true;
+  cuda::GemvConfig r4;
+  r4.rows = 4;
   for (int variant : {0, 1, 2}) {
     const int M = variant == 2 ? 2 : 1;
     constexpr int kN = 2056, kLayers = 6;
@@ -139,8 +121,8 @@ TEST(GpuGemv, PdlChainReadsPredecessorOutput) {
         for (int l = 0; l < kLayers; ++l) {
           const Status st =
               variant == 1
-                  ? cuda::gemv_with_config(ring, act(l), wl(l), nullptr, act(l + 1), DType::kBF16,
-                                           kN, kN, s)
+                  ? cuda::gemv_with_config(r4, act(l), wl(l), nullptr, act(l + 1), DType::kBF16, kN,
+                                           kN, s)
                   : cuda::gemv(act(l), wl(l), nullptr, act(l + 1), DType::kBF16, M, kN, kN, s);
           ASSERT_TRUE(st.ok()) << st.message();
         }

@@ -31,7 +31,8 @@ TEST(GpuRopeKv, MatchesReference) {
         }
 }
 
-// T >= 512 takes the prefill configuration (four tasks a thread).
+// T >= 512 takes the prefill configuration (four tasks a thread, one token a CTA, evict-first
+// stores); the Configurations test below covers several tokens a CTA.
 TEST(GpuRopeKv, PrefillSizes) {
   CEILING_REQUIRE_GPU();
   Stream s;
@@ -52,6 +53,45 @@ TEST(GpuRopeKv, PrefillSizes) {
           sh.qk_norm = qk_norm;
           expect_case_passes(*bench::make_rope_kv_case(sh), s);
         }
+}
+
+// Every configuration at awkward sizes: token counts that are not multiples of the tokens a CTA
+// (1, primes), heads that do not fill the warps, D whose lanes do not fill a power of two (80),
+// skipped slots, with and without the q/k norm; consecutive slots (a prefill's layout).
+TEST(GpuRopeKv, Configurations) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int heads[][2] = {{32, 8}, {5, 1}};
+  for (int tokens : {1, 2, 3, 4})
+    for (int tasks : {1, 4})
+      for (int T : {1, 7, 37})
+        for (const auto& [Hq, Hkv] : heads)
+          for (int D : {16, 80, 128, 512}) {
+            bench::RopeKvShape sh;
+            sh.T = T;
+            sh.Hq = Hq;
+            sh.Hkv = Hkv;
+            sh.D = D;
+            sh.block_size = T % 2 ? 16 : 7;
+            sh.num_blocks = (T + sh.block_size - 1) / sh.block_size + 2;
+            sh.skip_every = T > 2 ? 3 : 0;
+            sh.qk_norm = (T + D + tokens) % 2 == 1;
+            sh.seq_slots = tasks == 4 && D == 128;
+            sh.cfg = cuda::RopeKvConfig{tokens, tasks, T == 7};
+            SCOPED_TRACE(cuda::rope_kv_config_name(*sh.cfg));
+            expect_case_passes(*bench::make_rope_kv_case(sh), s);
+          }
+  cuda::RopeKvArgs a;
+  a.T = 0;
+  a.Hq = a.Hkv = 1;
+  a.D = 64;
+  a.block_size = a.num_blocks = 1;
+  for (cuda::RopeKvConfig c : {cuda::RopeKvConfig{0, 4}, cuda::RopeKvConfig{5, 4},
+                               cuda::RopeKvConfig{2, 2}, cuda::RopeKvConfig{1, 12}}) {
+    const Status st = cuda::rope_kv_write_with_config(a, c, s);
+    EXPECT_FALSE(st.ok()) << cuda::rope_kv_config_name(c);
+    EXPECT_NE(st.message().find("not built"), std::string::npos) << st.message();
+  }
 }
 
 TEST(GpuRopeKv, ManyHeadsAtDecode) {  // more warp-iterations than 32 warps cover

@@ -44,6 +44,11 @@ TEST(GpuSampler, FixedParamsLargeVocab) {
   p.top_p = 0.9f;
   p.repetition_penalty = 1.1f;
   expect_case_passes(*bench::make_sample_case(16, 128256, p), s);
+  // Slices of unequal length (V prime: no float4 path), the smallest clustered row, the limit.
+  for (int V : {131071, 16384, cuda::sampler_max_vocab()})
+    expect_case_passes(*bench::make_sample_case(3, V, p), s);
+  p.top_k = 3000;  // a top-k set spanning several CTAs of the cluster
+  expect_case_passes(*bench::make_sample_case(4, 128256, p), s);
   p.top_k = 0;
   p.top_p = 0.5f;
   p.min_p = 0.01f;
@@ -93,15 +98,14 @@ TEST(GpuSampler, CountKernels) {
   EXPECT_EQ(nonzero, 2);
 }
 
-TEST(GpuSampler, RejectsSmallWorkspace) {
+TEST(GpuSampler, RejectsVocabularyBeyondItsLimit) {
   CEILING_REQUIRE_GPU();
   cuda::SampleArgs a;
   a.S = 2;
-  a.V = 10;
-  a.workspace_bytes = 4;
+  a.V = cuda::sampler_max_vocab() + 1;
   const Status st = cuda::sample(a, nullptr);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("workspace"), std::string::npos);
+  EXPECT_NE(st.message().find("vocabulary"), std::string::npos);
 }
 
 }  // namespace

@@ -29,11 +29,16 @@ class RopeKvCase : public CaseBase {
     inv_freq_ = cpu::rope_inv_freq(c);
   }
   std::string op() const override {
-    return sh_.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write";
+    return std::string(sh_.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write") +
+           (sh_.cfg ? "_cfg" : "");
   }
+  bool dispatched() const override { return !sh_.cfg; }
   std::string shape() const override {
-    return kv("T", sh_.T) + " " + kv("Hq", sh_.Hq) + " " + kv("Hkv", sh_.Hkv) + " " +
-           kv("D", sh_.D) + " " + kv("bs", sh_.block_size);
+    std::string s = kv("T", sh_.T) + " " + kv("Hq", sh_.Hq) + " " + kv("Hkv", sh_.Hkv) + " " +
+                    kv("D", sh_.D) + " " + kv("bs", sh_.block_size);
+    if (sh_.seq_slots) s += " slots=seq";
+    if (sh_.cfg) s += " cfg=" + cuda::rope_kv_config_name(*sh_.cfg);
+    return s;
   }
   nlohmann::json params() const override {
     return {{"T", sh_.T},
@@ -42,7 +47,8 @@ class RopeKvCase : public CaseBase {
             {"D", sh_.D},
             {"block_size", sh_.block_size},
             {"num_blocks", sh_.num_blocks},
-            {"qk_norm", sh_.qk_norm}};
+            {"qk_norm", sh_.qk_norm},
+            {"seq_slots", sh_.seq_slots}};
   }
   std::string baseline_name() const override {
     return "rotate-half + index_copy_ into cache (torch composite)";
@@ -107,17 +113,17 @@ class RopeKvCase : public CaseBase {
     a.Hq = sh_.Hq;
     a.Hkv = sh_.Hkv;
     a.D = sh_.D;
-    return cuda::rope_kv_write(a, s);
+    return sh_.cfg ? cuda::rope_kv_write_with_config(a, *sh_.cfg, s) : cuda::rope_kv_write(a, s);
   }
   CheckResult check(cudaStream_t s) override;
 
  private:
   static constexpr float kEps = 1e-6f;
-  // Distinct random slots; every skip_every-th token gets -1.
+  // Distinct random slots (or 0, 1, ... with seq_slots); every skip_every-th token gets -1.
   std::vector<int32_t> draw_slots(std::mt19937_64& rng) const {
     std::vector<int32_t> perm(size_t(sh_.num_blocks) * sh_.block_size);
     std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
+    if (!sh_.seq_slots) std::shuffle(perm.begin(), perm.end(), rng);
     perm.resize(sh_.T);
     if (sh_.skip_every > 0)
       for (int t = 0; t < sh_.T; t += sh_.skip_every) perm[t] = -1;
@@ -226,6 +232,22 @@ void register_rope_kv_cases(CaseList& out) {
   q3.T = 4096;
   q3.qk_norm = true;
   out.push_back(make_rope_kv_case(q3));
+  // A prefill's own slot layout (consecutive slots: each K/V head row a 4 KB run per block)
+  // against the random slots above; then other configurations side by side (rope_kv_write takes
+  // tok1u4cs at T = 4096): the first kernel's mapping (one token a CTA, plain stores) and two
+  // tokens a CTA.
+  RopeKvShape seq;
+  seq.T = 4096;
+  seq.seq_slots = true;
+  out.push_back(make_rope_kv_case(seq));
+  for (bool qk_norm : {false, true})
+    for (cuda::RopeKvConfig c : {cuda::RopeKvConfig{1, 4, false}, cuda::RopeKvConfig{2, 4, true}}) {
+      RopeKvShape sh;
+      sh.T = 4096;
+      sh.qk_norm = qk_norm;
+      sh.cfg = c;
+      out.push_back(make_rope_kv_case(sh));
+    }
 }
 
 }  // namespace ceiling::bench

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "bench/case.h"
+#include "kernels/cuda/rope_kv.h"
 
 namespace ceiling::bench {
 
@@ -14,10 +16,14 @@ struct RopeKvShape {
   bool qk_norm = false;
   int skip_every = 0;       // every skip_every-th token gets slot -1 (0 = none)
   int max_position = 8192;  // positions uniform in [0, max_position)
+  bool seq_slots = false;   // token t gets slot t (a prefill's layout) instead of a random one
+  // An explicit configuration: a comparison case (rope_kv_write_with_config) instead of the one
+  // rope_kv_write() takes.
+  std::optional<cuda::RopeKvConfig> cfg;
 };
 
 // q, k, v come from one fused QKV buffer [T, (Hq + 2·Hkv)·D]; slots are distinct random slots of
-// the cache (so blocks are scattered and contexts end mid-block).
+// the cache (so blocks are scattered and contexts end mid-block), or consecutive (seq_slots).
 std::unique_ptr<KernelCase> make_rope_kv_case(const RopeKvShape& shape);
 
 }  // namespace ceiling::bench

@@ -90,7 +90,10 @@ class SampleCase : public CaseBase {
   }
   Cost cost() const override {
     Cost c;
-    c.bytes = 8.0 * S_ * double(V_) + 16.0 * S_;  // logits + token counts
+    // Logits, and the token counts when a penalty is on (mixed rows: assume every row has one).
+    const bool pen = mixed_ || p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+                     p_.frequency_penalty != 0.0f;
+    c.bytes = (pen ? 8.0 : 4.0) * S_ * double(V_) + 16.0 * S_;
     c.flops = 10.0 * S_ * double(V_);
     return c;
   }
@@ -99,7 +102,6 @@ class SampleCase : public CaseBase {
     remember(copies, seed);
     logits_ = Pool<float>(size_t(S_) * V_, copies);
     counts_ = Pool<int32_t>(size_t(S_) * V_, copies);
-    ws_ = Pool<float>(size_t(S_) * V_, copies);
     params_ = Pool<cuda::GpuSamplingParams>(S_, copies);
     u_ = Pool<float>(S_, copies);
     out_ = Pool<int32_t>(S_, copies);
@@ -123,8 +125,6 @@ class SampleCase : public CaseBase {
     a.counts = counts_.at(set);
     a.u = u_.at(set);
     a.out = out_.at(set);
-    a.workspace = ws_.at(set);
-    a.workspace_bytes = ws_.n() * 4;
     a.S = S_;
     a.V = V_;
     return cuda::sample(a, s);
@@ -170,7 +170,7 @@ class SampleCase : public CaseBase {
   int S_, V_;
   cpu::SamplingParams p_;
   bool mixed_;
-  Pool<float> logits_, ws_, u_;
+  Pool<float> logits_, u_;
   Pool<int32_t> counts_, out_;
   Pool<cuda::GpuSamplingParams> params_;
 };
@@ -296,6 +296,10 @@ void register_sampling_cases(CaseList& out) {
     out.push_back(make_argmax_case(S, 128256));
     out.push_back(make_sample_case(S, 128256, p));
   }
+  // The common request: temperature, top-k, top-p, no penalty (the token counts are not read).
+  cpu::SamplingParams plain = p;
+  plain.repetition_penalty = 1.0f;
+  out.push_back(make_sample_case(1, 128256, plain));
   out.push_back(make_sample_case(256, 32000, p, true));
 }
 

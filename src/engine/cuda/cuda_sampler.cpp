@@ -112,19 +112,12 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
         off += np + 2 * static_cast<size_t>(ng);
       }
     }
-    const size_t ws = cuda::sampler_workspace_bytes(R, V);
-    if (ws > s.workspace_bytes) {
-      s.workspace = arena_.allocate(ws);
-      s.workspace_bytes = ws;
-    }
     cuda::SampleArgs a;
     a.logits = logits.as<const float>();
     a.params = reinterpret_cast<const cuda::GpuSamplingParams*>(s.upload_dev + params_at);
     a.counts = penalties ? s.counts : nullptr;
     a.u = reinterpret_cast<const float*>(s.upload_dev + u_at);
     a.out = s.out_dev;
-    a.workspace = s.workspace;
-    a.workspace_bytes = s.workspace_bytes;
     a.S = R;
     a.V = V;
     cuda::sample(a, stream_).throw_if_error();

@@ -15,8 +15,6 @@ struct CudaOps::SamplerState {
   int32_t* out_dev = nullptr;
   cuda_impl::PinnedBuffer out_host;
   int32_t* counts = nullptr;  // [rows_cap, V]
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
 };
 
 }  // namespace ceiling::engine

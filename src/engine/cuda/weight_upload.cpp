@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "engine/cuda/engine_kernels.h"
 #include "engine/thread_pool.h"
+#include "kernels/cuda/sampling.h"
 
 namespace ceiling::engine::cuda_impl {
 namespace {
@@ -79,6 +80,9 @@ DeviceWeights upload_weights(const ModelConfig& c, const ModelWeights& host, cud
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
   const int64_t Q = c.q_dim(), KV = c.kv_dim(), QKV = Q + 2 * KV;
   const int L = c.num_layers;
+  CEILING_ENSURE(V <= cuda::sampler_max_vocab(),
+                 "model: vocab_size {} exceeds the CUDA sampler's limit of {} tokens", V,
+                 cuda::sampler_max_vocab());
 
   // Layout: every tensor 256-byte aligned in one allocation; bf16 throughout.
   size_t total = 0;

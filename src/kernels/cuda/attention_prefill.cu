@@ -118,40 +118,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
       }
 
     const bool masked = n * kBN + kBN - 1 > warp_pos;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = sc[nt][e] * p.scale_log2;
-        if (masked) {
-          const int col = n * kBN + nt * 8 + 2 * t + (e & 1);
-          if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
-        }
-        sc[nt][e] = x;
-        if (e < 2)
-          mx0 = fmaxf(mx0, x);
-        else
-          mx1 = fmaxf(mx1, x);
-      }
-    const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
-    // A row with no visible key yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
-    const float r0 = mn0 == -INFINITY ? 0.0f : mn0, r1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float a0 = exp2_fast(m0 - r0), a1 = exp2_fast(m1 - r1);
-    m0 = mn0;
-    m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-      sc[nt][0] = exp2_fast(sc[nt][0] - r0);
-      sc[nt][1] = exp2_fast(sc[nt][1] - r0);
-      sc[nt][2] = exp2_fast(sc[nt][2] - r1);
-      sc[nt][3] = exp2_fast(sc[nt][3] - r1);
-      ps0 += sc[nt][0] + sc[nt][1];
-      ps1 += sc[nt][2] + sc[nt][3];
-    }
-    l0 = l0 * a0 + ps0;
-    l1 = l1 * a1 + ps1;
+    float a0, a1;
+    online_softmax_tile<kBN>([&](int j, int e) -> float& { return sc[j][e]; }, p.scale_log2, masked,
+                             n* kBN, lim0, lim1, m0, m1, l0, l1, a0, a1);
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) o[i][0] *= a0, o[i][1] *= a0, o[i][2] *= a1, o[i][3] *= a1;
 

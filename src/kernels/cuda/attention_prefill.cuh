@@ -1,5 +1,5 @@
-// Pieces shared by the prefill kernels (mma.sync and wgmma): parameters, the varlen tile lookup
-// and the causal bounds of one query tile.
+// Pieces shared by the prefill kernels (mma.sync and wgmma): parameters, the varlen tile lookup,
+// the causal bounds of one query tile and the online-softmax step.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -72,6 +72,55 @@ __device__ QTile find_tile(const PrefillParams& p, int slot) {
     tile.kv_end = min(tile.len, max(tile.len - tile.q_len + last_row + 1, 0));
   }
   return tile;
+}
+
+// One online-softmax step over key tile [col0, col0 + kBN) of a warp's two query rows (every
+// prefill kernel's score fragments have this layout). at(j, e) is score e of the j-th n8
+// fragment (e < 2: row g = lane / 4, columns col0 + 8j + 2t + e; e ≥ 2: row g + 8). Scales into
+// the log2 domain, masks columns past lim0 / lim1 (causal) when `masked`, updates the running
+// maxima (m0, m1) and sums (l0, l1: this thread's columns, quad-reduced by the caller at the end)
+// and leaves P (unnormalized exp2) in place. Returns in (a0, a1) the factors the output
+// accumulator must be scaled by before this tile's P·V is added.
+template <int kBN, typename At>
+__device__ __forceinline__ void online_softmax_tile(At at, float scale_log2, bool masked, int col0,
+                                                    int lim0, int lim1, float& m0, float& m1,
+                                                    float& l0, float& l1, float& a0, float& a1) {
+  const int t = threadIdx.x % 4;
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = at(j, e) * scale_log2;
+      if (masked) {
+        const int col = col0 + 8 * j + 2 * t + (e & 1);
+        if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
+      }
+      at(j, e) = x;
+      if (e < 2)
+        mx0 = fmaxf(mx0, x);
+      else
+        mx1 = fmaxf(mx1, x);
+    }
+  const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+  // A row with no visible key yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
+  const float r0 = mn0 == -INFINITY ? 0.0f : mn0, r1 = mn1 == -INFINITY ? 0.0f : mn1;
+  a0 = exp2_fast(m0 - r0);
+  a1 = exp2_fast(m1 - r1);
+  m0 = mn0;
+  m1 = mn1;
+  float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    at(j, 0) = exp2_fast(at(j, 0) - r0);
+    at(j, 1) = exp2_fast(at(j, 1) - r0);
+    at(j, 2) = exp2_fast(at(j, 2) - r1);
+    at(j, 3) = exp2_fast(at(j, 3) - r1);
+    ps0 += at(j, 0) + at(j, 1);
+    ps1 += at(j, 2) + at(j, 3);
+  }
+  l0 = l0 * a0 + ps0;
+  l1 = l1 * a1 + ps1;
 }
 
 }  // namespace ceiling::cuda::attn

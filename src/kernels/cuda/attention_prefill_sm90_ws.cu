@@ -179,41 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillPa
   // (a0, a1) that O must be scaled by before P·V of this tile is added.
   auto softmax = [&](int n) {
     const bool masked = n * kBN + kBN - 1 > warp_pos;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[4 * j + e] * p.scale_log2;
-        if (masked) {
-          const int col = n * kBN + 8 * j + 2 * t + (e & 1);
-          if (col > (e < 2 ? lim0 : lim1)) x = -INFINITY;
-        }
-        s[4 * j + e] = x;
-        if (e < 2)
-          mx0 = fmaxf(mx0, x);
-        else
-          mx1 = fmaxf(mx1, x);
-      }
-    const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
-    // A row with no visible key yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
-    const float r0 = mn0 == -INFINITY ? 0.0f : mn0, r1 = mn1 == -INFINITY ? 0.0f : mn1;
-    a0 = exp2_fast(m0 - r0);
-    a1 = exp2_fast(m1 - r1);
-    m0 = mn0;
-    m1 = mn1;
-    float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      s[4 * j] = exp2_fast(s[4 * j] - r0);
-      s[4 * j + 1] = exp2_fast(s[4 * j + 1] - r0);
-      s[4 * j + 2] = exp2_fast(s[4 * j + 2] - r1);
-      s[4 * j + 3] = exp2_fast(s[4 * j + 3] - r1);
-      ps0 += s[4 * j] + s[4 * j + 1];
-      ps1 += s[4 * j + 2] + s[4 * j + 3];
-    }
-    l0 = l0 * a0 + ps0;
-    l1 = l1 * a1 + ps1;
+    online_softmax_tile<kBN>([&](int j, int e) -> float& { return s[4 * j + e]; }, p.scale_log2,
+                             masked, n* kBN, lim0, lim1, m0, m1, l0, l1, a0, a1);
   };
   auto pack_p = [&] {
 #pragma unroll

@@ -1,21 +1,15 @@
 // Napkin math (H200, 4096 → 14336 at M = 1): 117 MB of weights, 8 KB of x; at the measured
 // 4.65 TB/s the floor is 25.3 µs, and 4096 → 4096 (33.6 MB) is 7.2 µs. The streaming itself is
 // easy; what is lost is a fixed ~2–4 µs per kernel (first-wave ramp, last-wave tail), which is
-// 10–30 % of these shapes (bench/notes.md). Two kernels:
+// 10–30 % of these shapes (bench/notes.md).
 //
-// * The register kernel (every M ≤ 16; the default): one CTA per kRows rows, 16-byte
-//   non-allocating loads, kUnroll·kRows loads in flight per thread before any math.
-// * The ring kernel (M = 1, K ≤ 16384; benchmark configurations, kM1Ring switches the default):
-//   a persistent grid (SMs × ctas_per_sm CTAs, each a balanced share of W's rows) in which one
-//   producer thread streams the CTA's weights with 1D bulk copies (cp.async.bulk, the copy engine)
-//   into a ring of shared-memory stages completing on mbarriers, and consumer warps (one weight row
-//   each) take dot products with a shared-memory copy of x. Bytes in flight per SM are bounded by
-//   the ring, not by registers; the weights do not depend on the previous kernel, so under PDL the
-//   ring fills before griddepcontrol.wait.
+// The register kernel (every M ≤ 16): one CTA per kRows rows, 16-byte non-allocating loads,
+// kUnroll·kRows loads in flight per thread before any math. (A persistent ring kernel — one
+// producer thread streaming W with cp.async.bulk into shared-memory stages — was built, measured
+// at 52–80 % of read against this kernel's 74–97 % on every shape, and removed: bench/notes.md.)
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <type_traits>
 
@@ -237,174 +231,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// ---- Ring kernel (M = 1) --------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
-}
-// Returns once the phase of parity `parity` of the barrier has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// 1D bulk copy global → shared (bytes and both addresses multiples of 16), completing `bytes`
-// of transaction count on `bar`. kEvictFirst: W is streamed once, so mark its lines first to go.
-template <bool kEvictFirst>
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                          uint64_t policy) {
-  if constexpr (kEvictFirst)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-        " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
-        : "memory");
-  else
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-        " [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(smem_u32(bar))
-        : "memory");
-}
-
-constexpr int kRingMaxStages = 16;
-constexpr int kRingMaxK = 16384;           // x [K] lives in shared memory
-constexpr int kRingMaxBytes = 200 * 1024;  // of the 227 KB an H100/H200 CTA may opt in to
-
-// out[n] = x · W[n] (+ bias[n]) for M = 1, K ≤ kRingMaxK. CTA b of G = gridDim.x owns the rows
-// b, b + G, b + 2G, ... (`interleave`: at any moment the grid reads one dense window of W) or the
-// contiguous rows [b·N/G, (b+1)·N/G); either way N/G rounded up or down. It takes its rows in
-// groups of kWarps; a stage is one group × kKT columns (the last column tile may be shorter).
-// Warp kWarps is the producer (lane 0 issues one bulk copy per row of a stage); warp w < kWarps
-// computes row w of each stage, lane l the 8-element chunks l, l + 32, ... of it, with x read
-// from a shared-memory copy, and writes out after the group's last column tile. Shared memory:
-// `stages` ≤ kRingMaxStages ring slots of kWarps·kKT bf16, then x [K].
-template <int kWarps, int kKT, bool kEvictFirst, typename OutT>
-__global__ void __launch_bounds__((kWarps + 1) * 32)
-    gemv_ring_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                     const bf16* __restrict__ bias, OutT* __restrict__ out, int N, int K,
-                     int stages, bool interleave) {
-  static_assert(kKT % 256 == 0, "a column tile is whole 32-lane × 8-element passes");
-  constexpr int kSlot = kWarps * kKT;  // elements per stage
-  constexpr int kConsumers = kWarps * 32;
-  constexpr int kPasses = kKT / 256;
-  extern __shared__ __align__(128) unsigned char ring_raw[];
-  __shared__ __align__(8) uint64_t full[kRingMaxStages], empty[kRingMaxStages];
-  bf16* ring = reinterpret_cast<bf16*>(ring_raw);
-  bf16* xs = ring + static_cast<size_t>(stages) * kSlot;
-
-  detail::pdl_launch_dependents();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int G = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
-  const int64_t c_begin = static_cast<int64_t>(b) * N / G;
-  const int rows = interleave ? (N - 1 - b) / G + 1
-                              : static_cast<int>(static_cast<int64_t>(b + 1) * N / G - c_begin);
-  const auto row_of = [&](int j) -> int64_t {  // j-th row of this CTA
-    return interleave ? b + static_cast<int64_t>(j) * G : c_begin + j;
-  };
-  const int tiles = (K + kKT - 1) / kKT;
-  const int groups = (rows + kWarps - 1) / kWarps;
-  const int iters = groups * tiles;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warp == kWarps) {
-    // Producer: W does not depend on the previous kernel, so it streams before pdl_wait; the
-    // ring's empty barriers hold it back once `stages` stages are ahead of the consumers.
-    if (lane == 0) {
-      uint64_t policy = 0;
-      if constexpr (kEvictFirst)
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-      int slot = 0, round = 0, g = 0, t = 0;
-      for (int it = 0; it < iters; ++it) {
-        if (round > 0) mbar_wait(&empty[slot], (round - 1) & 1);
-        const int in_group = min(kWarps, rows - g * kWarps);
-        const int k0 = t * kKT;
-        const uint32_t bytes = static_cast<uint32_t>(min(kKT, K - k0)) * 2u;
-        mbar_arrive_expect_tx(&full[slot], bytes * in_group);
-        for (int r = 0; r < in_group; ++r)
-          bulk_load<kEvictFirst>(ring + slot * kSlot + r * kKT, w + row_of(g * kWarps + r) * K + k0,
-                                 bytes, &full[slot], policy);
-        if (++slot == stages) slot = 0, ++round;
-        if (++t == tiles) t = 0, ++g;
-      }
-    }
-    detail::pdl_wait();  // the contract: every thread of the CTA waits before it exits
-    return;
-  }
-
-  // Consumers. x belongs to the previous kernel: copy it to shared memory after pdl_wait (the
-  // producer is already streaming W meanwhile), then a barrier of the consumer warps only.
-  detail::pdl_wait();
-  for (int c = threadIdx.x; c < K / 8; c += kConsumers)
-    detail::store8(xs + c * 8, detail::load8(x + c * 8));
-  asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
-
-  float acc[kPasses] = {};
-  int slot = 0, round = 0, g = 0, t = 0;
-  for (int it = 0; it < iters; ++it) {
-    const int j = g * kWarps + warp;  // this warp's row of the group, if < rows
-    const int k0 = t * kKT, kt = min(kKT, K - k0);
-    mbar_wait(&full[slot], round & 1);
-    if (j < rows) {
-      const bf16* srow = ring + slot * kSlot + warp * kKT;
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int e = (lane + 32 * i) * 8;
-        if (e < kt) {
-          float wf[8], xf[8];
-          detail::to_float8(detail::load8(srow + e), wf);
-          detail::to_float8(detail::load8(xs + k0 + e), xf);
-#pragma unroll
-          for (int q = 0; q < 8; ++q) acc[i] = fmaf(xf[q], wf[q], acc[i]);
-        }
-      }
-    }
-    mbar_arrive(&empty[slot]);  // every consumer thread: done reading the slot
-    if (++slot == stages) slot = 0, ++round;
-    if (++t == tiles) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        sum += acc[i];
-        acc[i] = 0.0f;
-      }
-      sum = detail::warp_sum(sum);
-      if (lane == 0 && j < rows) {
-        const int64_t n = row_of(j);
-        store_out(out + n, sum + (bias ? __bfloat162float(bias[n]) : 0.0f));
-      }
-      t = 0;
-      ++g;
-    }
-  }
-}
-
 // ---- Scalar kernel (any K, any alignment) -------------------------------------------------
 
 // One warp per output row n, all M rows of x.
@@ -438,86 +264,12 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
                             f.silu_pairs || f.rope.D > 0, f.rope);
 }
 
-// Multiprocessors of the current device (cached per device; the grid of the ring kernel).
-int sm_count(int* device_out) {
-  static std::atomic<int> cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) dev = 0;
-  *device_out = dev;
-  if (dev < 0 || dev >= 64) dev = 0;
-  int n = cached[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 1;
-    cached[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-template <int kWarps, int kKT, bool kEvictFirst, typename OutT>
-cudaError_t launch_ring(const RingConfig& rc, const bf16* x, const bf16* w, const bf16* bias,
-                        OutT* out, int N, int K, cudaStream_t s) {
-  auto* kernel = gemv_ring_kernel<kWarps, kKT, kEvictFirst, OutT>;
-  constexpr int kSlotBytes = 2 * kWarps * kKT;
-  const int x_bytes = 2 * K;  // K ≤ kRingMaxK: at most 32 KB
-  const int stages =
-      std::clamp(rc.stages, 2, std::min(kRingMaxStages, (kRingMaxBytes - x_bytes) / kSlotBytes));
-  int dev = 0;
-  const int sms = sm_count(&dev);
-  // Opt in to > 48 KB of dynamic shared memory once per device (host-only, capture-safe).
-  static std::atomic<uint64_t> opted{0};
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(opted.load(std::memory_order_relaxed) & bit)) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingMaxBytes);
-    if (e != cudaSuccess) return e;
-    opted.fetch_or(bit, std::memory_order_relaxed);
-  }
-  const int grid = std::min(N, sms * std::max(1, rc.ctas_per_sm));
-  return detail::launch_pdl(kernel, dim3(grid), dim3((kWarps + 1) * 32),
-                            size_t{1} * kSlotBytes * stages + x_bytes, s, x, w, bias, out, N, K,
-                            stages, rc.interleave);
-}
-
-// The ring kernels built (kWarps × kKT × evict-first); stages, CTAs per SM and the row order are
-// run-time parameters.
-template <typename OutT>
-bool dispatch_ring(const RingConfig& rc, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
-                   int N, int K, cudaStream_t s, cudaError_t* err) {
-  const auto is = [&](int warps, int kt, bool ef) {
-    return rc.warps == warps && rc.ktile == kt && rc.evict_first == ef;
-  };
-  if (is(8, 1024, false))
-    *err = launch_ring<8, 1024, false>(rc, x, w, bias, out, N, K, s);
-  else if (is(8, 1024, true))
-    *err = launch_ring<8, 1024, true>(rc, x, w, bias, out, N, K, s);
-  else if (is(8, 2048, false))
-    *err = launch_ring<8, 2048, false>(rc, x, w, bias, out, N, K, s);
-  else if (is(16, 512, false))
-    *err = launch_ring<16, 512, false>(rc, x, w, bias, out, N, K, s);
-  else
-    return false;
-  return true;
-}
-
-// M = 1 runs the register kernel t128r2u2 (85.7 / 73.9 / 85.7 % of the read ceiling on the
-// issue's shapes, H200). The ring kernel is built and tested but not the default: its first
-// version measured 35–68 % (bench/notes.md, "GEMV configuration"); set kM1Ring to switch once a
-// ring configuration measures faster in the linear_gemv_cfg cases.
-constexpr bool kM1Ring = false;
-constexpr RingConfig kDefaultRing{};
-
 // The one place that maps M to a kernel (rows per CTA of the register kernel shrink as M grows,
 // keeping kMaxM·kRows accumulators and kUnroll·kRows in-flight loads within the register budget).
 template <typename OutT>
 cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
                      cudaStream_t s) {
-  if (M <= 1) {
-    cudaError_t e = cudaSuccess;
-    if (kM1Ring && K <= kRingMaxK && dispatch_ring(kDefaultRing, x, w, bias, out, N, K, s, &e))
-      return e;
-    return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
-  }
+  if (M <= 1) return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 2) return launch_fast<2, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch_fast<4, 2, 2>(x, w, bias, out, M, N, K, s);
   if (M <= 8) return launch_fast<8, 2, 2>(x, w, bias, out, M, N, K, s);
@@ -539,7 +291,6 @@ cudaError_t dispatch_fused(const GemvFusion& f, const bf16* x, const bf16* w, co
 template <typename OutT>
 bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
                      int N, int K, cudaStream_t s, cudaError_t* err) {
-  if (c.use_ring) return K <= kRingMaxK && dispatch_ring(c.ring, x, w, bias, out, N, K, s, err);
   const auto is = [&](int t, int r, int u) {
     return c.threads == t && c.rows == r && c.unroll == u;
   };
@@ -549,6 +300,10 @@ bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf
     *err = launch_fast<1, 2, 4, 128>(x, w, bias, out, 1, N, K, s);
   else if (is(256, 2, 2))
     *err = launch_fast<1, 2, 2, 256>(x, w, bias, out, 1, N, K, s);
+  else if (is(128, 4, 2))
+    *err = launch_fast<1, 4, 2, 128>(x, w, bias, out, 1, N, K, s);
+  else if (is(64, 2, 2))
+    *err = launch_fast<1, 2, 2, 64>(x, w, bias, out, 1, N, K, s);
   else
     return false;
   return true;
@@ -561,8 +316,6 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
   if (cfg) {
     if (!fast || M != 1)
       return Status::error("gemv_with_config: needs M 1 and K % 8 == 0 (M {} K {})", M, K);
-    if (cfg->use_ring && K > kRingMaxK)
-      return Status::error("gemv_with_config: the ring kernel needs K ≤ {} (K {})", kRingMaxK, K);
     cudaError_t e = cudaSuccess;
     if (!dispatch_config(*cfg, x, w, bias, out, N, K, s, &e))
       return Status::error("gemv_with_config: {} not built", gemv_config_name(*cfg));
@@ -581,18 +334,11 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
 }  // namespace
 
 std::string gemv_config_name(const GemvConfig& c) {
-  if (c.use_ring)
-    return fmt::format("ring_w{}_k{}_s{}_c{}{}{}", c.ring.warps, c.ring.ktile, c.ring.stages,
-                       c.ring.ctas_per_sm, c.ring.interleave ? "" : "_contig",
-                       c.ring.evict_first ? "_ef" : "");
   return fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
 }
 
 int gemv_ctas(int M, int N) {
-  if (M <= 1 && kM1Ring) {
-    int dev = 0;
-    return std::min(N, sm_count(&dev) * kDefaultRing.ctas_per_sm);
-  }
+  (void)M;
   return static_cast<int>(detail::ceil_div(N, 2));
 }
 

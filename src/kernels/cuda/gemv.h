@@ -66,23 +66,12 @@ int gemv_ctas(int M, int N);
 
 // Benchmark only: the M = 1 kernel with an explicit configuration, so `ceiling bench kernels`
 // can compare configurations side by side in one run; gemv() uses the measured best.
-//   Register kernel (use_ring false): threads per CTA, weight rows per CTA, 16-byte loads in
-//   flight per row and thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2.
-//   Ring kernel (use_ring true, K ≤ 16384): consumer warps (= W rows per stage), K elements per
-//   stage row, shared-memory stages (2..16, at most 200 KB with x), persistent CTAs per SM, rows
-//   interleaved across CTAs (else contiguous ranges), L2 evict-first hint on W. Built (warps,
-//   ktile, evict_first): (8, 1024, no), (8, 1024, yes), (8, 2048, no), (16, 512, no).
-struct RingConfig {
-  int warps = 8, ktile = 1024, stages = 5, ctas_per_sm = 1;
-  bool evict_first = false;
-  bool interleave = true;
-};
+//   Register kernel: threads per CTA, weight rows per CTA, 16-byte loads in flight per row and
+//   thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2, t128 r4 u2, t64 r2 u2.
 struct GemvConfig {
   int threads = 128, rows = 2, unroll = 2;
-  bool use_ring = false;
-  RingConfig ring;
 };
-// "t128r2u4" / "ring_w8_k1024_s5_c1[_contig][_ef]" (bench shape strings).
+// "t128r2u4" (bench shape strings).
 std::string gemv_config_name(const GemvConfig& cfg);
 // out [1, N] (bf16 or f32) = x [1, K] · W^T (+ bias) with `cfg`; an error names a configuration
 // that is not built.

@@ -1,3 +1,25 @@
+// RoPE + paged KV write kernel and its dispatch; the meaning is in rope_kv.h.
+//
+// Prefill (T = 4096, Hq = 32, Hkv = 8, D = 128, H200), prediction and measurement:
+//   Bytes a token: q read and written in place (2 × 8 KB), k and v read (2 × 2 KB), k and v
+//   written into the cache (2 × 2 KB, 16 rows of 256 B): 24 KB, half writes; 100.7 MB in all.
+//   At the measured read ceiling (4.55 TB/s) 22.1 µs; a device-to-device copy (also half writes)
+//   runs at ~94 % of it, so ~23.5 µs is the practical floor; the target (85 % of read) is 26 µs.
+//   Little's law: 4.55 TB/s × ~1 µs loaded latency = 4.5 MB in flight, ~35 KB of reads per SM.
+//   First kernel: a CTA a token (3 warps, 4 tasks a thread: 12 KB of reads held in registers),
+//   80 registers → 8 CTAs per SM, ≤ 96 KB per SM. Measured 32.5 µs, 68 % (q/k norm 34.8, 64 %).
+//   This kernel: the loads staged in shared memory by cp.async (no registers held while in
+//   flight: 40 registers, 58 with the q/k norm), so 16 tokens fit an SM (16 CTAs of one token or
+//   8 of two): ≤ 192 KB per SM, 2× the first kernel and ~5× Little. Predicted, if the bytes in
+//   flight and the CTA turnover were the limit, 25–27 µs (82–88 %). Measured (benchmark
+//   configurations, two runs each, same machine): one or two tokens a CTA 31.6–32.0 µs (68–70 %: no
+//   gain), four tokens 33.3, one task a thread 47, twelve (no longer built) 34.5; consecutive slots
+//   (slots=seq) as fast as random ones. So neither the bytes in flight, the turnover, the barrier
+//   nor the scattered cache rows limit it. What moved it: evict-first (.cs) stores of q and the
+//   cache rows, 29.0–30.4 µs (72–77 %; q/k norm 32.2 against 33.1 with plain stores) — the
+//   dispatched prefill configuration. The target is not met; presumably the DRAM side of a
+//   half-write pattern with an in-place half (not profiled further). Decode sizes keep plain
+//   stores: attention reads q and the new cache rows next, from L2 when they are still there.
 #include <algorithm>
 
 #include "core/check.h"
@@ -10,15 +32,15 @@ namespace {
 
 using detail::bf16;
 
-// One CTA per token, W warps. A token has Hq + 2·Hkv tasks: the q heads (normed, rotated in
-// place), the k heads (normed, rotated, written to k_cache) and the v heads (copied to v_cache).
-// A task is one head of D elements handled by L consecutive lanes (L = next power of two
-// ≥ D/16): lane j holds elements [8j, 8j+8) and [D/2+8j, D/2+8j+8); a warp covers P = 32/L
-// tasks at a time. Warp w takes tasks (u·W + w)·P + slot for u < U: all U loads of a thread are
-// issued before the token's position is used, so a CTA keeps its whole token (12 KB for
-// Llama-3.1-8B) in flight while the cos/sin table [D/2] is computed into shared memory.
-// U = 1 for decode-sized T (every load of the token in one round trip over more warps), U = 4 at
-// prefill sizes (fewer threads per token, more tokens per SM).
+// A CTA takes `tokens` consecutive tokens, Wt warps each (W = tokens·Wt warps). A token has
+// Hq + 2·Hkv tasks: the q heads (normed, rotated in place), the k heads (normed, rotated, written
+// to k_cache) and the v heads (copied to v_cache). A task is one head of D elements handled by L
+// consecutive lanes (L = next power of two ≥ D/16): lane j holds elements [8j, 8j+8) and
+// [D/2+8j, D/2+8j+8); a warp covers P = 32/L tasks at a time. Warp w of token k takes tasks
+// (u·Wt + w)·P + slot for u < U. The loads go into shared memory (cp.async, each thread's own
+// slots: no registers held while they are in flight, so U·32 bytes a thread cost nothing in
+// occupancy), all of them issued before the tokens' cos/sin tables are computed and published by
+// the one barrier.
 struct TaskRef {
   int kind;  // 0 q, 1 k, 2 v
   int head;  // within its kind
@@ -36,80 +58,130 @@ __device__ __forceinline__ const bf16* task_src(const RopeKvArgs& a, int64_t t, 
   return a.v + t * a.v_stride + static_cast<int64_t>(r.head) * a.D;
 }
 
-template <int L, int U>
-__global__ void rope_kv_kernel(RopeKvArgs a, int W) {
-  extern __shared__ float table[];  // cos [D/2], then sin [D/2]
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+// At most 32/U warps a CTA: the staging area is then at most 32 KB.
+constexpr int kMaxTokensPerCta = 4;
+int max_warps(int U) {
+  return 32 / U;
+}
+
+// Dynamic shared memory: the q and k norm weights [2][D] (bf16), the tables [tokens][D] (cos
+// [D/2] then sin [D/2], fp32), the staging area [U][2][threads] (16 bytes each). At most
+// 2 + 8 + 32 KB.
+size_t smem_bytes(int D, int tokens, int threads, int U) {
+  return sizeof(bf16) * 2 * D + sizeof(float) * static_cast<size_t>(tokens) * D +
+         size_t{32} * U * threads;
+}
+
+template <int L, int U, bool kNorm>
+__global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1  ? 1
+                                                       : kNorm ? 4
+                                                               : 6)
+    rope_kv_kernel(RopeKvArgs a, int Wt, int tokens, bool cs) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* norm_w = reinterpret_cast<bf16*>(smem);  // q [D], then k [D]
+  float* tables = reinterpret_cast<float*>(smem + sizeof(bf16) * 2 * a.D);
+  uint4* stage = reinterpret_cast<uint4*>(tables + tokens * a.D);  // 16-byte aligned: D % 16 == 0
   constexpr int P = 32 / L;
   detail::pdl_launch_dependents();
-  const int64_t t = blockIdx.x;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tokens;
   const int half = a.D / 2, tasks = a.Hq + 2 * a.Hkv;
   const int warp = threadIdx.x / 32, slot_in_warp = (threadIdx.x % 32) / L, j = threadIdx.x % L;
-  const bool lane_on = j * 16 < a.D;  // lanes past D/16 idle (D/16 not a power of two)
+  const int k = warp / Wt, wt = warp - k * Wt;  // this warp's token within the CTA
+  const int64_t t = t0 + k;
+  const bool lane_on = j * 16 < a.D && t < a.T;  // lanes past D/16 idle (D/16 not a power of two)
   const int i0 = j * 8;
+  // Stores of the outputs, with the streaming (evict-first) hint when cs.
+  const auto store = [cs](bf16* p, const detail::Bf16x8& v) {
+    if (cs)
+      __stcs(reinterpret_cast<uint4*>(p), detail::as_uint4(v));
+    else
+      detail::store8(p, v);
+  };
+  // This thread's staging slots: element halves 0 and 1 of its task u.
+  const auto staged = [&](int u, int hh) {
+    return stage + (2 * u + hh) * blockDim.x + threadIdx.x;
+  };
 
   // Constants (no kernel of the step writes them) may be read before the wait: the norm weights.
-  const bool norm = a.q_norm_w != nullptr;
-  detail::Bf16x8 nq1{}, nq2{}, nk1{}, nk2{};
-  if (norm && lane_on) {
-    nq1 = detail::load8(a.q_norm_w + i0);
-    nq2 = detail::load8(a.q_norm_w + half + i0);
-    nk1 = detail::load8(a.k_norm_w + i0);
-    nk2 = detail::load8(a.k_norm_w + half + i0);
-  }
+  if (kNorm)
+    for (int c = threadIdx.x; c < a.D / 4; c += blockDim.x) {  // 2·D elements, 8 a chunk
+      const bf16* src = c < a.D / 8 ? a.q_norm_w + c * 8 : a.k_norm_w + (c - a.D / 8) * 8;
+      detail::store8(norm_w + c * 8, detail::load8(src));
+    }
   detail::pdl_wait();
 
-  const float pos = static_cast<float>(a.positions[t]);
-  const int64_t slot = a.slot_mapping[t];
+  const int slot = lane_on ? a.slot_mapping[t] : -1;
   const int64_t num_slots = static_cast<int64_t>(a.num_blocks) * a.block_size;
   const bool write = slot >= 0 && slot < num_slots;
-  const int64_t cache_block = write ? slot / a.block_size : 0, cache_row = slot % a.block_size;
-  bool table_ready = false;
+  // Head h of this token's cache row starts at cache_row0 + h·block_size·D.
+  const int64_t cache_row0 =
+      write ? (static_cast<int64_t>(slot / a.block_size) * a.Hkv * a.block_size +
+               slot % a.block_size) *
+                  a.D
+            : 0;
+  const float* table = tables + k * a.D;  // this token's cos [D/2], sin [D/2]
+  bool tables_ready = false;
 
   // Trip counts are uniform across the block, so every lane reaches the shuffles and barrier.
-  for (int base = 0; base < tasks; base += U * W * P) {
-    detail::Bf16x8 x1[U], x2[U];
+  for (int base = 0; base < tasks; base += U * Wt * P) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int h = base + (u * W + warp) * P + slot_in_warp;
+      const int h = base + (u * Wt + wt) * P + slot_in_warp;
       if (h < tasks && lane_on) {
         const bf16* src = task_src(a, t, task_of(h, a.Hq, a.Hkv));
-        x1[u] = detail::load8(src + i0);
-        x2[u] = detail::load8(src + half + i0);
+        cp_async16(staged(u, 0), src + i0);
+        cp_async16(staged(u, 1), src + half + i0);
       }
     }
-    if (!table_ready) {  // while the first loads are in flight
-      for (int f = threadIdx.x; f < half; f += blockDim.x) {
+    if (!tables_ready) {  // while the loads are in flight
+      for (int f = threadIdx.x; f < tokens * half; f += blockDim.x) {
+        const int kf = f / half, fi = f - kf * half;
+        const int64_t tf = std::min<int64_t>(t0 + kf, a.T - 1);  // past T: a copy of the last
         float s, c;
-        sincosf(pos * a.inv_freq[f], &s, &c);
-        table[f] = c;
-        table[half + f] = s;
+        sincosf(static_cast<float>(a.positions[tf]) * a.inv_freq[fi], &s, &c);
+        tables[kf * a.D + fi] = c;
+        tables[kf * a.D + half + fi] = s;
       }
-      __syncthreads();
-      table_ready = true;
     }
-#pragma unroll
+    cp_async_wait_all();  // this thread's own slots: no barrier needed to read them
+    if (!tables_ready) {
+      __syncthreads();
+      tables_ready = true;
+    }
+#pragma unroll 1  // one task at a time: few registers (the data wait in shared memory)
     for (int u = 0; u < U; ++u) {
-      const int h = base + (u * W + warp) * P + slot_in_warp;
+      const int h = base + (u * Wt + wt) * P + slot_in_warp;
       const bool on = h < tasks && lane_on;
       const TaskRef r = task_of(h, a.Hq, a.Hkv);
       float v1[8], v2[8];
-      detail::to_float8(x1[u], v1);
-      detail::to_float8(x2[u], v2);
-      if (!on) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v1[e] = v2[e] = 0.0f;
+      detail::Bf16x8 x1{}, x2{};
+      if (on) {
+        x1 = detail::as_bf16x8(*staged(u, 0));
+        x2 = detail::as_bf16x8(*staged(u, 1));
       }
-      if (norm) {  // per-head RMSNorm over the L lanes of this head (all lanes shuffle)
+      detail::to_float8(x1, v1);
+      detail::to_float8(x2, v2);
+      if (kNorm) {  // per-head RMSNorm over the L lanes of this head (all lanes shuffle)
         float ss = 0.0f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) ss += v1[e] * v1[e] + v2[e] * v2[e];
 #pragma unroll
         for (int o = L / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (r.kind != 2) {
+        if (r.kind != 2 && on) {
           const float inv = rsqrtf(ss / static_cast<float>(a.D) + a.norm_eps);
+          const bf16* wr = norm_w + (r.kind == 0 ? 0 : a.D);
           float w1[8], w2[8];
-          detail::to_float8(r.kind == 0 ? nq1 : nk1, w1);
-          detail::to_float8(r.kind == 0 ? nq2 : nk2, w2);
+          detail::to_float8(detail::load8(wr + i0), w1);
+          detail::to_float8(detail::load8(wr + half + i0), w2);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             v1[e] *= inv * w1[e];
@@ -120,9 +192,9 @@ __global__ void rope_kv_kernel(RopeKvArgs a, int W) {
       if (!on) continue;
       if (r.kind == 2) {  // v: a bit-exact copy
         if (write) {
-          const int64_t off = ((cache_block * a.Hkv + r.head) * a.block_size + cache_row) * a.D;
-          detail::store8(a.v_cache + off + i0, x1[u]);
-          detail::store8(a.v_cache + off + half + i0, x2[u]);
+          const int64_t off = cache_row0 + static_cast<int64_t>(r.head) * a.block_size * a.D;
+          store(a.v_cache + off + i0, x1);
+          store(a.v_cache + off + half + i0, x2);
         }
         continue;
       }
@@ -136,34 +208,44 @@ __global__ void rope_kv_kernel(RopeKvArgs a, int W) {
       const detail::Bf16x8 o1 = detail::from_float8(y1), o2 = detail::from_float8(y2);
       if (r.kind == 0) {
         bf16* dst = a.q + t * a.q_stride + static_cast<int64_t>(r.head) * a.D;
-        detail::store8(dst + i0, o1);
-        detail::store8(dst + half + i0, o2);
+        store(dst + i0, o1);
+        store(dst + half + i0, o2);
       } else if (write) {
-        const int64_t off = ((cache_block * a.Hkv + r.head) * a.block_size + cache_row) * a.D;
-        detail::store8(a.k_cache + off + i0, o1);
-        detail::store8(a.k_cache + off + half + i0, o2);
+        const int64_t off = cache_row0 + static_cast<int64_t>(r.head) * a.block_size * a.D;
+        store(a.k_cache + off + i0, o1);
+        store(a.k_cache + off + half + i0, o2);
       }
     }
   }
 }
 
-template <int L>
-cudaError_t launch(const RopeKvArgs& a, cudaStream_t stream) {
+// Prefill sizes from this many tokens on.
+constexpr int kPrefillFrom = 512;
+
+template <int L, int U, bool kNorm>
+cudaError_t launch(const RopeKvArgs& a, int tokens, bool cs, cudaStream_t stream) {
   constexpr int P = 32 / L;
   const int warp_tasks = (a.Hq + 2 * a.Hkv + P - 1) / P;  // warp-iterations of one token
-  const size_t smem = sizeof(float) * a.D;
-  // Prefill sizes: four tasks a thread; decode sizes: one, over up to 32 warps.
-  if (a.T >= 512) {
-    const int W = std::min(32, (warp_tasks + 3) / 4);
-    return detail::launch_pdl(rope_kv_kernel<L, 4>, dim3(a.T), dim3(W * 32), smem, stream, a, W);
-  }
-  const int W = std::min(32, warp_tasks);
-  return detail::launch_pdl(rope_kv_kernel<L, 1>, dim3(a.T), dim3(W * 32), smem, stream, a, W);
+  // Warps a token: enough for U tasks a thread, at most max_warps(U) a CTA.
+  const int Wt = std::max(1, std::min(max_warps(U) / tokens, (warp_tasks + U - 1) / U));
+  const int threads = tokens * Wt * 32;
+  return detail::launch_pdl(rope_kv_kernel<L, U, kNorm>, dim3(detail::ceil_div(a.T, tokens)),
+                            dim3(threads), smem_bytes(a.D, tokens, threads, U), stream, a, Wt,
+                            tokens, cs);
 }
 
-}  // namespace
+template <int L>
+cudaError_t launch(const RopeKvArgs& a, const RopeKvConfig& cfg, cudaStream_t stream) {
+  const int tokens = cfg.tokens_per_cta;
+  const bool cs = cfg.streaming_stores;
+  if (cfg.tasks_per_thread == 4)
+    return a.q_norm_w ? launch<L, 4, true>(a, tokens, cs, stream)
+                      : launch<L, 4, false>(a, tokens, cs, stream);
+  return a.q_norm_w ? launch<L, 1, true>(a, tokens, cs, stream)
+                    : launch<L, 1, false>(a, tokens, cs, stream);
+}
 
-Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
+Status check_args(const RopeKvArgs& a) {
   if (a.T < 0 || a.Hq < 0 || a.Hkv <= 0 || a.block_size <= 0 || a.num_blocks <= 0)
     return Status::error("rope_kv_write: bad shape T {} Hq {} Hkv {} block_size {} num_blocks {}",
                          a.T, a.Hq, a.Hkv, a.block_size, a.num_blocks);
@@ -181,23 +263,54 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   if (a.q_stride % 8 || a.k_stride % 8 || a.v_stride % 8)
     return Status::error("rope_kv_write: strides q {} k {} v {} must be multiples of 8 elements",
                          a.q_stride, a.k_stride, a.v_stride);
+  return Status();
+}
+
+}  // namespace
+
+RopeKvConfig rope_kv_config(int T) {
+  // Prefill sizes: four tasks a thread (fewer threads a token, more tokens an SM), one token a
+  // CTA, evict-first stores (the file comment has the measurements); decode sizes: one task a
+  // thread, every load of the token in one round trip over up to 32 warps, plain stores (the
+  // attention kernel that follows reads q and the new cache rows, from L2 if they are still
+  // there).
+  if (T >= kPrefillFrom) return {1, 4, true};
+  return {1, 1, false};
+}
+
+std::string rope_kv_config_name(const RopeKvConfig& cfg) {
+  return "tok" + std::to_string(cfg.tokens_per_cta) + "u" + std::to_string(cfg.tasks_per_thread) +
+         (cfg.streaming_stores ? "cs" : "");
+}
+
+Status rope_kv_write_with_config(const RopeKvArgs& a, const RopeKvConfig& cfg,
+                                 cudaStream_t stream) {
+  if (Status st = check_args(a); !st.ok()) return st;
+  if (cfg.tokens_per_cta < 1 || cfg.tokens_per_cta > kMaxTokensPerCta ||
+      (cfg.tasks_per_thread != 1 && cfg.tasks_per_thread != 4))
+    return Status::error("rope_kv_write: configuration {} not built (1..{} tokens, 1 or 4 tasks)",
+                         rope_kv_config_name(cfg), kMaxTokensPerCta);
   if (a.T == 0) return Status();
   const int lanes = a.D / 16;
   switch (lanes <= 4 ? 4 : lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32) {
     case 4:
-      CEILING_CUDA_RETURN(launch<4>(a, stream));
+      CEILING_CUDA_RETURN(launch<4>(a, cfg, stream));
       break;
     case 8:
-      CEILING_CUDA_RETURN(launch<8>(a, stream));
+      CEILING_CUDA_RETURN(launch<8>(a, cfg, stream));
       break;
     case 16:
-      CEILING_CUDA_RETURN(launch<16>(a, stream));
+      CEILING_CUDA_RETURN(launch<16>(a, cfg, stream));
       break;
     default:
-      CEILING_CUDA_RETURN(launch<32>(a, stream));
+      CEILING_CUDA_RETURN(launch<32>(a, cfg, stream));
       break;
   }
   return Status();
+}
+
+Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
+  return rope_kv_write_with_config(a, rope_kv_config(a.T), stream);
 }
 
 }  // namespace ceiling::cuda

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/status.h"
 
@@ -38,5 +39,18 @@ struct RopeKvArgs {
 // D must be a multiple of 16 (at most 512) and every base pointer and stride 16-byte aligned;
 // otherwise the Status names the value.
 Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream);
+
+// How the work is spread: tokens per CTA (1..4), and tasks (heads of a token) per thread, 1 or 4.
+// rope_kv_write() takes rope_kv_config(T). Benchmark only: rope_kv_write_with_config runs another,
+// so `ceiling bench kernels` can compare configurations in one run; an error names a
+// configuration that is not built.
+struct RopeKvConfig {
+  int tokens_per_cta = 1;
+  int tasks_per_thread = 1;
+  bool streaming_stores = false;  // evict-first (.cs) stores of q and the cache rows
+};
+RopeKvConfig rope_kv_config(int T);
+std::string rope_kv_config_name(const RopeKvConfig& cfg);  // "tok2u4", "tok2u4cs"
+Status rope_kv_write_with_config(const RopeKvArgs& a, const RopeKvConfig& cfg, cudaStream_t stream);
 
 }  // namespace ceiling::cuda

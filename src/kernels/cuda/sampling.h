@@ -58,15 +58,15 @@ struct SampleArgs {
   const float* u = nullptr;                   // [S], in [0, 1)
   int32_t* out = nullptr;                     // [S]; -1 where the row is invalid (a NaN or +Inf
                                               // logit, or every logit -Inf): cpu throws there
-  void* workspace = nullptr;                  // sampler_workspace_bytes(S, V)
-  size_t workspace_bytes = 0;
   int S = 0, V = 0;
 };
 
-size_t sampler_workspace_bytes(int S, int V);
+// The largest vocabulary sample() takes (a row lives in the shared memory of one cluster).
+int sampler_max_vocab();
 
-// One CTA per sequence. Picks agree with cpu::sample_token given the same u except where u·total
-// (or the top-p target) falls within fp32 rounding of a boundary: sums run in another order.
+// One cluster of CTAs per sequence (one CTA for small V), no workspace. Picks agree with
+// cpu::sample_token given the same u except where u·total (or the top-p target) falls within
+// fp32 rounding of a boundary: sums run in another order.
 Status sample(const SampleArgs& a, cudaStream_t stream);
 
 }  // namespace ceiling::cuda
