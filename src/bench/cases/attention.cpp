@@ -67,9 +67,7 @@ std::string range_str(const std::vector<int>& v) {
 
 class AttentionCase : public KernelCase {
  public:
-  // decode_warps: 0 = the planner's warps per CTA, else that count (a comparison variant).
-  explicit AttentionCase(AttentionSpec spec, int decode_warps = 0)
-      : sp_(std::move(spec)), decode_warps_(decode_warps) {
+  explicit AttentionCase(AttentionSpec spec) : sp_(std::move(spec)) {
     const int S = static_cast<int>(sp_.seq_lens.size());
     CEILING_ENSURE(S > 0 && sp_.q_lens.size() == sp_.seq_lens.size(),
                    "attention case: q_lens ({}) and seq_lens ({}) must be equal and non-empty",
@@ -100,11 +98,9 @@ class AttentionCase : public KernelCase {
   }
 
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
-  // Explicit prefill kernels and split-count or warp-count overrides are comparisons; auto is
-  // what runs.
+  // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
   bool dispatched() const override {
-    return sp_.decode ? sp_.plan_num_sms == 0 && decode_warps_ == 0
-                      : sp_.kernel == cuda::PrefillKernel::kAuto;
+    return sp_.decode ? sp_.plan_num_sms == 0 : sp_.kernel == cuda::PrefillKernel::kAuto;
   }
   std::string shape() const override {
     std::string s = "S=" + std::to_string(sp_.seq_lens.size()) + " q=" + range_str(sp_.q_lens) +
@@ -254,7 +250,6 @@ class AttentionCase : public KernelCase {
         sms = 132;  // no device here: plan as for an H100/H200 (the case is not run)
       }
       cuda::plan_decode_attention(sh, sms, &dplan_).throw_if_error();
-      if (decode_warps_ > 0) dplan_.warps = decode_warps_;  // run() rejects a count not built
     } else {
       cuda::PrefillShape sh{
           S, T_, sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size, sp_.kernel};
@@ -382,7 +377,6 @@ class AttentionCase : public KernelCase {
   }
 
   AttentionSpec sp_;
-  int decode_warps_ = 0;
   std::vector<int32_t> qs_, tables_;
   int T_ = 0, max_blocks_ = 0, num_blocks_ = 0, spare_block_ = 0;
   cuda::DecodePlan dplan_;
@@ -419,25 +413,14 @@ void register_attention_cases(CaseList& out) {
                "warning: attention: wgmma prefill kernels unavailable ({}); auto = mma_sync\n",
                why ? why : "?");
   // Decode targets: B=32 ctx 4096 (≥ 90% of read bandwidth) and B=1 ctx 32768 (≥ 80%), GQA 32/8.
-  // Each followed by the warp count the planner does not pick there (4 per CTA, two CTAs per SM
-  // at B=32; 8 per CTA, one CTA per SM at B=1), labelled "warps=N".
-  auto with_warps = [](AttentionSpec s, int warps) {
-    s.label = "warps=" + std::to_string(warps);
-    return std::make_unique<AttentionCase>(std::move(s), warps);
-  };
-  for (int bs : {16, 64}) {
+  for (int bs : {16, 64})
     out.push_back(make_attention_case(uniform(true, 32, 1, 4096, 32, 8, 128, bs)));
-    out.push_back(with_warps(uniform(true, 32, 1, 4096, 32, 8, 128, bs), 8));
-  }
   out.push_back(make_attention_case(uniform(true, 1, 1, 32768, 32, 8, 128, 16)));
-  out.push_back(with_warps(uniform(true, 1, 1, 32768, 32, 8, 128, 16), 4));
-  // Split-count sensitivity: 33 and 64 splits instead of 16, with 4 warps per CTA as when these
-  // were first measured (the planner would give 8 at 264 SMs: two waves of one CTA per SM here).
-  for (int sms : {264, 528}) {
+  for (int sms : {264, 528}) {  // split-count sensitivity: 33 and 66 splits instead of 16
     AttentionSpec s = uniform(true, 1, 1, 32768, 32, 8, 128, 16);
     s.plan_num_sms = sms;
     s.label = "plan_sms=" + std::to_string(sms);
-    out.push_back(std::make_unique<AttentionCase>(std::move(s), 4));
+    out.push_back(make_attention_case(s));
   }
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));

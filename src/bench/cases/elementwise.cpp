@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "bench/cases/case_util.h"
 #include "kernels/cpu/ref.h"
@@ -66,21 +65,11 @@ class EmbeddingCase : public CaseBase {
   Pool<int32_t> ids_;
 };
 
-// With `kernel` set: a comparison case running that long-row kernel instead of rms_norm()'s choice.
 class RmsNormCase : public CaseBase {
  public:
-  RmsNormCase(int rows, int H, bool residual,
-              std::optional<cuda::RmsNormLongRows> kernel = std::nullopt)
-      : rows_(rows), H_(H), residual_(residual), kernel_(kernel) {}
-  std::string op() const override {
-    return std::string(residual_ ? "rms_norm_residual" : "rms_norm") + (kernel_ ? "_cfg" : "");
-  }
-  bool dispatched() const override { return !kernel_; }
-  std::string shape() const override {
-    std::string s = kv("T", rows_) + " " + kv("H", H_);
-    if (kernel_) s += std::string(" cfg=") + cuda::rms_norm_long_rows_name(*kernel_);
-    return s;
-  }
+  RmsNormCase(int rows, int H, bool residual) : rows_(rows), H_(H), residual_(residual) {}
+  std::string op() const override { return residual_ ? "rms_norm_residual" : "rms_norm"; }
+  std::string shape() const override { return kv("T", rows_) + " " + kv("H", H_); }
   nlohmann::json params() const override {
     return {{"T", rows_}, {"H", H_}, {"residual", residual_}};
   }
@@ -108,11 +97,8 @@ class RmsNormCase : public CaseBase {
     fill(seed, s, -1);
   }
   Status run(int set, cudaStream_t s) override {
-    bf16* res = residual_ ? res_.at(set) : nullptr;
-    if (kernel_)
-      return cuda::rms_norm_long_rows(*kernel_, x_.at(set), res, w_.at(set), rows_, H_, kEps,
-                                      out_.at(set), s);
-    return cuda::rms_norm(x_.at(set), res, w_.at(set), rows_, H_, kEps, out_.at(set), s);
+    return cuda::rms_norm(x_.at(set), residual_ ? res_.at(set) : nullptr, w_.at(set), rows_, H_,
+                          kEps, out_.at(set), s);
   }
   CheckResult check(cudaStream_t s) override {
     fill(check_seed(), s, 0);
@@ -155,7 +141,6 @@ class RmsNormCase : public CaseBase {
   }
   int rows_, H_;
   bool residual_;
-  std::optional<cuda::RmsNormLongRows> kernel_;
   Pool<bf16> x_, res_, w_, out_;
 };
 
@@ -275,10 +260,6 @@ std::unique_ptr<KernelCase> make_embedding_case(int T, int H, int V) {
 std::unique_ptr<KernelCase> make_rms_norm_case(int rows, int H, bool residual) {
   return std::make_unique<RmsNormCase>(rows, H, residual);
 }
-std::unique_ptr<KernelCase> make_rms_norm_long_rows_case(cuda::RmsNormLongRows kernel, int rows,
-                                                         int H, bool residual) {
-  return std::make_unique<RmsNormCase>(rows, H, residual, kernel);
-}
 std::unique_ptr<KernelCase> make_rms_norm_heads_case(int T, int heads, int D, int token_stride) {
   return std::make_unique<RmsNormHeadsCase>(T, heads, D, token_stride);
 }
@@ -292,10 +273,6 @@ void register_elementwise_cases(CaseList& out) {
   out.push_back(make_embedding_case(1, 4096, 32000));
   out.push_back(make_embedding_case(4096, 4096, 32000));
   for (int T : {1, 64, 4096}) out.push_back(make_rms_norm_case(T, 4096, true));
-  // The long-row kernels side by side at the prefill size (rms_norm() takes kRowPerCta).
-  for (auto k : {cuda::RmsNormLongRows::kRowPerCta, cuda::RmsNormLongRows::kRowStaged,
-                 cuda::RmsNormLongRows::kStream, cuda::RmsNormLongRows::kStreamHalfGrid})
-    out.push_back(make_rms_norm_long_rows_case(k, 4096, 4096, true));
   out.push_back(make_rms_norm_case(4096, 4096, false));  // the final norm: x in, out, no residual
   out.push_back(make_rms_norm_heads_case(4096, 32, 128, 6144));
   for (int T : {1, 64, 4096}) out.push_back(make_silu_mul_case(T, 14336));

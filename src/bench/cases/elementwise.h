@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "bench/case.h"
-#include "kernels/cuda/rms_norm.h"
 
 namespace ceiling::bench {
 
@@ -13,9 +12,6 @@ namespace ceiling::bench {
 std::unique_ptr<KernelCase> make_embedding_case(int T, int H, int V);
 // rows × H, with the residual add when `residual`.
 std::unique_ptr<KernelCase> make_rms_norm_case(int rows, int H, bool residual);
-// The same with an explicit long-row kernel (a comparison case; 1024 < H <= 8192).
-std::unique_ptr<KernelCase> make_rms_norm_long_rows_case(cuda::RmsNormLongRows kernel, int rows,
-                                                         int H, bool residual);
 // In-place per-head norm of T tokens × heads rows of D at token_stride elements apart.
 std::unique_ptr<KernelCase> make_rms_norm_heads_case(int T, int heads, int D, int token_stride);
 std::unique_ptr<KernelCase> make_silu_mul_case(int T, int I);

@@ -65,20 +65,13 @@ struct DecodePlan {
   int partition = 0;   // tokens per KV split (multiple of 16)
   int max_splits = 1;  // splits of a sequence of max_seq_len tokens
   int q_chunks = 1;    // ceil(group / 16): query heads of a group handled 16 at a time
-  // Warps per CTA, 4 or 8, each with its own K/V pipeline: 8 when the grid is at most one CTA per
-  // SM (small batch, long context) and a split gives every warp ≥ 4 tiles of 16 tokens, else 4
-  // (two such CTAs can share an SM). Nothing else in the plan depends on it: a caller may set the
-  // other value to compare (benchmark, tests); run_decode_attention rejects any other.
-  int warps = 4;
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;
 };
 
-// Chooses the KV split and warps per CTA for the current device (reads its SM count and
-// shared memory per block).
+// Chooses the KV split for the current device (reads its SM count).
 Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan);
-// Same, for an explicit SM count (tests, benchmarks of what-if shapes), assuming sm_90's 227 KB
-// of shared memory per block (an 8-warp CTA of head_dim 128 takes 192 KB).
+// Same, for an explicit SM count (tests, benchmarks of what-if shapes).
 Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* plan);
 
 // Zeroes a fresh workspace (the split counters) once, before its first run; every run leaves it

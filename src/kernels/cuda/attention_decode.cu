@@ -3,30 +3,17 @@
 //
 // Work split: one CTA per (split, KV head × query chunk, sequence). The query heads sharing a KV
 // head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so every K/V byte is
-// loaded once per group and the dot products run on tensor cores. Each of the W warps (4 or 8,
-// DecodePlan::warps) walks its own 16-token tiles (tile i of the split goes to warp i % W) through
-// a private 3-stage cp.async pipeline (16-byte copies; a 16-token tile lies inside one cache block
-// because block_size is a multiple of 16 and splits start at multiples of 16). The warps' (max,
-// sum, acc) are merged in shared memory; a sequence with one split writes bf16 out directly,
-// otherwise the split writes its normalized partial output and log2-sum-exp to the workspace, and
-// the last split of the (sequence, KV head) to finish — counted with an atomic per group, reset by
-// that last CTA — merges them (one launch, no separate combine kernel).
+// loaded once per group and the dot products run on tensor cores. Each of the 4 warps walks its
+// own 16-token tiles (tile i of the split goes to warp i % 4) through a private 3-stage cp.async
+// pipeline (16-byte copies; a 16-token tile lies inside one cache block because block_size is a
+// multiple of 16 and splits start at multiples of 16). The warps' (max, sum, acc) are merged in
+// shared memory; a sequence with one split writes bf16 out directly, otherwise the split writes
+// its normalized partial output and log2-sum-exp to the workspace, and the last split of the
+// (sequence, KV head) to finish — counted with an atomic per group, reset by that last CTA —
+// merges them (one launch, no separate combine kernel).
 //
 // Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
 // new K/V) before its first read; the next kernel may launch once every CTA has started.
-//
-// Warps per CTA, the roofline (H200, B=1, ctx 32768, 32/8 heads, D=128): 134 MB of K/V at the
-// measured read bandwidth (29.5 µs) is 34.5 GB/s per SM, ~17 B/cycle, i.e. one 8 KB tile (16
-// tokens of K and V) every ~470 cycles per SM. Measured with 4 warps (one 4-warp CTA per SM, one
-// warp per scheduler): ~580 warp instructions per tile at 3.6 cycles each (23.5% of issue slots),
-// so a warp takes ~2100 cycles per tile — its own ldmatrix → mma → softmax → mma chain, with no
-// second warp on its scheduler to fill the gaps — and 4 warps deliver a tile per ~530 cycles,
-// short of the need (40 µs, 73.5%). 8 warps (two per scheduler) can deliver one per ~265 cycles
-// (1.8× the need) and keep 8 × 2 tiles = 128 KB in flight while computing (192 KB of stages),
-// against ~35-70 KB by Little's law at 1-2 µs of loaded DRAM latency. B=32 ctx 4096 already has
-// 8 warps per SM (two 4-warp CTAs of 96 KB each: 92% of read bandwidth); one 8-warp CTA of 192 KB
-// per SM would need two waves for its 256 CTAs. Hence the planner: 8 warps when the grid is at
-// most one CTA per SM and a split is long enough, else 4.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -42,24 +29,15 @@ namespace {
 
 using namespace attn;
 
+constexpr int kWarps = 4;
 constexpr int kTile = 16;   // tokens per warp tile
 constexpr int kStages = 3;  // cp.async stages per warp
-// CTA slots the split heuristic fills: one per SM. With 4 warps two CTAs fit (96 KB of shared
-// memory each), but measured on an H200 (B=1, ctx 32768, 8 KV heads, 4 warps) 16 splits (one CTA
-// per SM, 37.6 µs) beat 33 (two per SM, 39.3 µs) and 66 (42.4 µs): fewer splits mean a shorter
-// merge; the warps that one CTA per SM lacks come from the warp count instead (see above).
+// CTA slots the split heuristic fills: one per SM. Two fit (96 KB of shared memory each), but
+// measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
+// (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
+// and fewer splits mean a shorter merge.
 constexpr int kSplitSlotsPerSm = 1;
-// Shortest split: 16 tiles, so a full split gives every warp of a 4-warp CTA 4 tiles and of an
-// 8-warp CTA 2. The last split of a sequence (and a sequence shorter than the plan's bound) may
-// still leave warps without a tile: they merge with weight 0.
 constexpr int kMinSplitTokens = 256;
-// 8 warps only when a full split gives each ≥ 4 tiles (partition ≥ 512 tokens): a warp's fixed
-// costs (Q fragments, pipeline fill, its 16 × D fp32 share of the CTA merge) are worth a tile or
-// two, and for such short splits the 4-warp CTA already has every tile in flight after two steps.
-constexpr int kMinTilesPerWarp = 4;
-// Shared memory per block a CTA may opt into on sm_90 (227 KB): the planner's assumption when it
-// is not given the device's.
-constexpr int kSm90SmemOptin = 227 * 1024;
 
 struct DecodeParams {
   const __nv_bfloat16* q;  // [S, Hq, D]
@@ -75,38 +53,19 @@ struct DecodeParams {
   float scale_log2;
 };
 
-// Dynamic shared memory of a CTA of `warps` warps: the K/V stages, reused after the loop for the
-// warps' merge (o [warps][16][D] fp32, m and l [warps][16]; a third of the stages at most).
-// D=128: 96 KB with 4 warps, 192 KB with 8; D=64: 48 KB, 96 KB.
-constexpr int decode_smem_bytes(int d, int warps) {
-  const int pipe = warps * kStages * 2 * kTile * d * 2;
-  const int merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
+template <int D>
+constexpr int decode_smem_bytes() {
+  constexpr int pipe = kWarps * kStages * 2 * kTile * D * 2;
+  constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
   return pipe > merge ? pipe : merge;
-}
-static_assert(decode_smem_bytes(128, 8) == 192 * 1024 && decode_smem_bytes(64, 8) == 96 * 1024);
-static_assert(decode_smem_bytes(128, 8) + static_cast<int>(sizeof(int)) <= kSm90SmemOptin,
-              "8 warps of D=128 (+ the static sh_last) fit sm_90's opt-in shared memory");
-
-// Calls f.template operator()<W>() for the plan's warps per CTA; the only place where it becomes
-// a template constant.
-template <typename F>
-Status dispatch_warps(int warps, F&& f) {
-  switch (warps) {
-    case 4:
-      return f.template operator()<4>();
-    case 8:
-      return f.template operator()<8>();
-    default:
-      return Status::error("decode attention: warps {} not built (4, 8)", warps);
-  }
 }
 
 __device__ __forceinline__ int num_splits_for(int len, int partition, int max_splits) {
   return max(1, min(max_splits, ceil_div(len, partition)));
 }
 
-template <int D, int BS, int W>
-__global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
+template <int D, int BS>
+__global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kTileBytes = kTile * D * 2;
@@ -132,7 +91,7 @@ __global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
   const int t0 = split * p.partition;
   const int t1 = split == n_splits - 1 ? len : t0 + p.partition;
   const int n_tiles = ceil_div(t1 - t0, kTile);
-  const int my_tiles = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
+  const int my_tiles = warp < n_tiles ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
 
   // Q rows as A fragments (rows ≥ `rows` are zero).
   const int g = lane / 4, t = lane % 4;
@@ -157,7 +116,7 @@ __global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
 
   auto load_tile = [&](int i, int stage) {
-    const int ts = t0 + (warp + i * W) * kTile;
+    const int ts = t0 + (warp + i * kWarps) * kTile;
     const int page = table[ts / BS];
     const bool page_ok = page >= 0 && page < p.num_blocks;
     const int64_t base =
@@ -189,7 +148,7 @@ __global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
     cp_async_wait<kStages - 1>();
     __syncwarp();
     const uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kTileBytes), vs = ks + kTileBytes;
-    const int ts = t0 + (warp + i * W) * kTile;
+    const int ts = t0 + (warp + i * kWarps) * kTile;
 
     // S[16 q rows][16 tokens] = Q · K^T
     float sc[2][4] = {};
@@ -249,11 +208,11 @@ __global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
 
-  // Merge the W warps: sm_o [warp][16][D] fp32, sm_m / sm_l [warp][16].
+  // Merge the 4 warps: sm_o [warp][16][D] fp32, sm_m / sm_l [warp][16].
   __syncthreads();
   float* sm_o = reinterpret_cast<float*>(smem);
-  float* sm_m = sm_o + W * 16 * D;
-  float* sm_l = sm_m + W * 16;
+  float* sm_m = sm_o + kWarps * 16 * D;
+  float* sm_l = sm_m + kWarps * 16;
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
     const int col = dt * 8 + 2 * t;
@@ -270,13 +229,13 @@ __global__ void __launch_bounds__(W * 32) decode_kernel(const DecodeParams p) {
   __syncthreads();
   for (int it = threadIdx.x; it < rows * (D / 4); it += blockDim.x) {
     const int r = it / (D / 4), c = (it % (D / 4)) * 4;
-    float mw[W], mx = -INFINITY;
+    float mw[kWarps], mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < W; ++w) mx = fmaxf(mx, mw[w] = sm_m[w * 16 + r]);
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, mw[w] = sm_m[w * 16 + r]);
     float sum = 0.0f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < W; ++w) {
+    for (int w = 0; w < kWarps; ++w) {
       const float f = exp2_fast(mw[w] - mx);  // a warp without tiles has m = -inf: weight 0
       sum += f * sm_l[w * 16 + r];
       const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * 16 + r) * D + c);
@@ -361,8 +320,9 @@ Status check_shape(const DecodeShape& sh) {
                              [&]<int D, int BS>() { return Status::ok_status(); });
 }
 
-// Splits, then warps per CTA, for num_sms SMs with smem_optin bytes of shared memory per block.
-Status plan_decode(const DecodeShape& shape, int num_sms, int smem_optin, DecodePlan* plan) {
+}  // namespace
+
+Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* plan) {
   CEILING_RETURN_IF_ERROR(check_shape(shape));
   if (num_sms < 1) return Status::error("decode attention: num_sms {} < 1", num_sms);
   DecodePlan pl;
@@ -380,13 +340,6 @@ Status plan_decode(const DecodeShape& shape, int num_sms, int smem_optin, Decode
   }
   pl.partition = ceil_div(ceil_div(shape.max_seq_len, splits), kTile) * kTile;
   pl.max_splits = ceil_div(shape.max_seq_len, pl.partition);
-  // 8 warps where they are the only way to more warps per SM: at most one CTA per SM (else two
-  // 4-warp CTAs share one, and 192 KB CTAs would need more waves) and splits long enough.
-  const bool one_cta_per_sm = work * pl.max_splits <= num_sms;
-  const bool long_splits = pl.partition >= 8 * kTile * kMinTilesPerWarp;
-  const bool fits =
-      decode_smem_bytes(shape.head_dim, 8) + static_cast<int>(sizeof(int)) <= smem_optin;
-  pl.warps = one_cta_per_sm && long_splits && fits ? 8 : 4;
   pl.workspace_bytes =
       pl.max_splits > 1
           ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
@@ -395,12 +348,6 @@ Status plan_decode(const DecodeShape& shape, int num_sms, int smem_optin, Decode
           : 0;
   *plan = pl;
   return Status::ok_status();
-}
-
-}  // namespace
-
-Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* plan) {
-  return plan_decode(shape, num_sms, kSm90SmemOptin, plan);
 }
 
 Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream) {
@@ -412,11 +359,10 @@ Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream
 }
 
 Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan) {
-  int dev = 0, sms = 0, optin = 0;
+  int dev = 0, sms = 0;
   CEILING_CUDA_RETURN(cudaGetDevice(&dev));
   CEILING_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  CEILING_CUDA_RETURN(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return plan_decode(shape, sms, optin, plan);
+  return plan_decode_attention(shape, sms, plan);
 }
 
 Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
@@ -463,15 +409,13 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.scale_log2 = scale * kLog2e;
 
   return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
-    return dispatch_warps(plan.warps, [&]<int W>() -> Status {
-      constexpr int smem = decode_smem_bytes(D, W);
-      auto* kern = decode_kernel<D, BS, W>;
-      CEILING_CUDA_RETURN(
-          cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);
-      CEILING_CUDA_RETURN(detail::launch_pdl(kern, grid, dim3(W * 32), smem, stream, p));
-      return Status::ok_status();
-    });
+    constexpr int smem = decode_smem_bytes<D>();
+    auto* kern = decode_kernel<D, BS>;
+    CEILING_CUDA_RETURN(
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);
+    CEILING_CUDA_RETURN(detail::launch_pdl(kern, grid, dim3(kWarps * 32), smem, stream, p));
+    return Status::ok_status();
   });
 }
 

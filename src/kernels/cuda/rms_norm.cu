@@ -1,32 +1,18 @@
 // RMSNorm (+ the residual add) kernels and their dispatch; the meaning is in rms_norm.h.
 //
-// Long rows at prefill sizes (T = 4096, H = 4096, residual, H200), prediction and measurement:
-//   Bytes: x and residual read, residual and out written: 134 MB, half of it writes. At the
-//   measured read ceiling (4.55–4.65 TB/s) 29 µs; a device-to-device copy (also half writes) runs
-//   at ~94 % of it, so ~31.4 µs is the practical floor; the target (85 % of read) is 34.7 µs.
-//   Little's law: 4.55 TB/s × ~1 µs loaded latency = 4.5 MB in flight, ~35 KB of reads per SM.
-//   rms_norm_block_kernel (dispatched): a CTA a row (256 threads × 2 chunks of x and of residual
-//   = 16 KB of reads), 56 registers, 4 CTAs per SM: ≤ 64 KB per SM. 37.0–38.1 µs, 76–80 % over
-//   four runs on three machines (read ceilings 4.53–4.65 TB/s).
-//   Tried for the target, each a benchmark comparison (rms_norm_residual_cfg), in the same runs:
-//   - stream (rms_norm_stream_kernel): a grid of one wave, each CTA walking rows grid apart with
-//     the next row's loads issued before the current row's reduction. Predicted 2–3× Little and
-//     33–34 µs (86–89 %); measured 38.2–39.1 µs. A two-deep register pipeline keeps ~one row per
-//     CTA in flight on average (the next row's loads wait out the current row's), not two.
-//   - stream_half: the same at half the grid (~32 KB per SM): 46 µs, 63–65 %; rms_norm without a
-//     residual (8 KB a CTA, ~32 KB per SM) is also at 63–66 %. Below ~64 KB per SM the bytes in
-//     flight do limit it.
-//   - row_smem (rms_norm_staged_kernel): the row staged in shared memory by cp.async, ≤ 32
-//     registers, 8 CTAs per SM: 128 KB per SM, 3.6× Little. Predicted ~34 µs; measured 37.1–37.6
-//     µs, within ±1.5 % of the dispatched kernel: past ~64 KB per SM more bytes in flight do not
-//     help. Evict-first (.cs) loads and/or stores measured 1–5 % slower.
-//   So past ~64 KB per SM the gap to the ~31.4 µs copy floor is not the bytes in flight: ~2.8 µs
-//   is the fixed cost of a chained kernel (ramp and tail; silu_mul's fit over T shows it), and
-//   ~3 µs is unexplained, with DRAM at ~74 % of its 4.8 TB/s datasheet rate (presumably the mix
-//   of two read and two write streams, one of them in place; not profiled further). The target
-//   (≥ 85 %) is not met.
+// Long rows at prefill sizes (T = 4096, H = 4096, residual, H200): x and residual read, residual
+// and out written, 134 MB (half of it writes): 29 µs at the measured read ceiling; a
+// device-to-device copy (also half writes) runs at ~94 % of it, ~31.4 µs. Little's law: 4.55 TB/s
+// × ~1 µs loaded latency ≈ 35 KB of reads in flight per SM. The block kernel (a CTA a row, 256
+// threads × 2 chunks of x and of residual, 4 CTAs per SM: ≤ 64 KB per SM) measures 76–80 % of
+// read. Three alternatives were built and measured in the same run
+// (bench/results/2026-11-23r4_h200_kernels.json, rms_norm_residual_cfg; bench/notes.md): a
+// one-wave grid with the next row's loads in flight during the current row's reduction (74 %),
+// the same at half the grid (63 %), the row staged in shared memory with 8 CTAs per SM (78 %).
+// None beat the block kernel, so they were removed: past ~64 KB per SM the bytes in flight are
+// not the limit (the fixed ~2.8 µs ramp and tail of a kernel and the mixed read/write streams
+// are).
 #include <algorithm>
-#include <atomic>
 
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
@@ -174,115 +160,6 @@ __global__ void __launch_bounds__(kMaxBlock)
       [&](float(&ss)[1]) { cta_sum<1>(ss, scratch); });
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-
-// Long rows, a comparison kernel (as fast as rms_norm_block_kernel at T = 4096: the file comment):
-// one row per CTA
-// with the row's x and residual chunks staged in shared memory by cp.async
-// (each thread reads back only its own slots) and w read after the reduction, so that a thread
-// holds one chunk at a time: ≤ 32 registers, twice the CTAs (and bytes in flight) per SM of
-// rms_norm_block_kernel. The same arithmetic in the same order.
-constexpr int kStagedThreadsPerSm = 2048;  // ≤ 32 registers a thread
-template <int kChunks>
-__global__ void __launch_bounds__(kMaxBlock, kStagedThreadsPerSm / kMaxBlock)
-    rms_norm_staged_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
-                           int rows, int H, float eps, RowLayout layout) {
-  extern __shared__ uint4 stage[];  // x [kChunks][blockDim], then residual [kChunks][blockDim]
-  __shared__ float scratch[1][32];  // written once per launch
-  detail::pdl_launch_dependents();
-  detail::pdl_wait();
-  const int chunks = H / 8;
-  const int64_t row = blockIdx.x, off = layout.offset(row, H);
-  uint4* xs = stage + threadIdx.x;
-  uint4* rs = stage + kChunks * blockDim.x + threadIdx.x;
-#pragma unroll
-  for (int j = 0; j < kChunks; ++j) {
-    const int c = threadIdx.x + j * blockDim.x;
-    if (c < chunks) {
-      cp_async16(xs + j * blockDim.x, x + off + c * 8);
-      if (residual) cp_async16(rs + j * blockDim.x, residual + row * H + c * 8);
-    }
-  }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  float ss[1] = {0.0f};
-#pragma unroll
-  for (int j = 0; j < kChunks; ++j) {
-    const int c = threadIdx.x + j * blockDim.x;
-    if (c < chunks) {
-      detail::Bf16x8 xv = detail::as_bf16x8(xs[j * blockDim.x]);
-      float a[8];
-      detail::to_float8(xv, a);
-      if (residual) {
-        float b[8];
-        detail::to_float8(detail::as_bf16x8(rs[j * blockDim.x]), b);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) a[e] += b[e];
-        xv = detail::from_float8(a);  // normalize exactly what the residual stream holds
-        detail::store8(residual + row * H + c * 8, xv);
-        xs[j * blockDim.x] = detail::as_uint4(xv);
-        detail::to_float8(xv, a);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss[0] += a[e] * a[e];
-    }
-  }
-  cta_sum<1>(ss, scratch);
-  const float inv = rsqrtf(ss[0] / static_cast<float>(H) + eps);
-#pragma unroll
-  for (int j = 0; j < kChunks; ++j) {
-    const int c = threadIdx.x + j * blockDim.x;
-    if (c < chunks) {
-      float a[8], wf[8];
-      detail::to_float8(detail::as_bf16x8(xs[j * blockDim.x]), a);
-      detail::to_float8(detail::load8(w + c * 8), wf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) a[e] *= inv * wf[e];
-      detail::store8(out + off + c * 8, detail::from_float8(a));
-    }
-  }
-}
-
-// Long rows, a comparison kernel (measured no faster: the file comment): a grid of at most one
-// wave (kStreamThreadsPerSm / blockDim.x CTAs per SM, which the register cap guarantees), CTA b
-// takes rows b, b + gridDim.x, ... in two register sets a and b that alternate: the loads of
-// the next row are issued before the current row's reduction. The grid has at most `rows`
-// CTAs. Rows alternate between the two halves of scratch (one barrier per row). Row i of x and
-// out starts at i·row_stride (a layout with one row per group: no division in the addressing,
-// which keeps the kernel within its 64 registers).
-constexpr int kStreamThreadsPerSm = 1024;  // ≤ 64 registers a thread
-template <int kChunks>
-__global__ void __launch_bounds__(kMaxBlock, kStreamThreadsPerSm / kMaxBlock)
-    rms_norm_stream_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
-                           int rows, int H, float eps, int64_t row_stride) {
-  __shared__ float scratch[2][32];
-  const RowLayout layout{1, row_stride};
-  detail::pdl_launch_dependents();
-  detail::pdl_wait();
-  // w is read after each row's reduction (L1 hits after the first row: every CTA of the SM reads
-  // the same H elements) rather than held in registers across both rows.
-  const auto w_chunk = [&](int, int c) { return detail::load8(w + c * 8); };
-  const int64_t stride = gridDim.x;
-  const auto next = [&](int64_t row) { return row + stride < rows ? row + stride : -1; };
-  RowRegs<kChunks, 1> a, b;
-  a.id[0] = blockIdx.x;
-  load_rows(a, x, residual, H, layout, threadIdx.x, blockDim.x);
-  for (;;) {  // the row ids are uniform across the CTA: every thread reaches every barrier
-    b.id[0] = next(a.id[0]);
-    load_rows(b, x, residual, H, layout, threadIdx.x, blockDim.x);
-    finish_rows(a, residual, w_chunk, out, H, eps, layout, threadIdx.x, blockDim.x,
-                [&](float(&ss)[1]) { cta_sum<1>(ss, scratch); });
-    if (b.id[0] < 0) break;
-    a.id[0] = next(b.id[0]);
-    load_rows(a, x, residual, H, layout, threadIdx.x, blockDim.x);
-    finish_rows(b, residual, w_chunk, out, H, eps, layout, threadIdx.x, blockDim.x,
-                [&](float(&ss)[1]) { cta_sum<1>(ss, scratch + 1); });
-    if (a.id[0] < 0) break;
-  }
-}
-
 // Groups of G lanes (a power of two ≤ 32) per row, kRows rows per group (H ≤ 8·G·kChunks);
 // a CTA of blockDim/G groups covers blockDim/G·kRows consecutive rows, row r of group g at
 // r·groups + g (so the groups of a warp read neighbouring rows together). Every load of every
@@ -359,49 +236,8 @@ cudaError_t launch_small(const bf16* x, bf16* residual, const bf16* w, int rows,
   return launch_group<1, G, 1>(x, residual, w, rows, H, eps, out, layout, stream);
 }
 
-// Multiprocessors of the current device (cached per device; sizes the stream kernel's grid).
-int sm_count() {
-  static std::atomic<int> cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
-  int n = cached[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 1;
-    cached[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 // Long rows on the 16-byte path up to H = 8192: two chunks (32 bytes of x) a thread.
 constexpr int kLongRowsMaxChunks = 2 * kMaxBlock;
-
-bool long_rows_supported(int H, bool aligned) {
-  return aligned && H % 8 == 0 && H / 8 > 128 && H / 8 <= kLongRowsMaxChunks;
-}
-
-// CTAs of the stream kernel that are resident at once (its grid).
-int64_t stream_wave(int threads) {
-  return static_cast<int64_t>(sm_count()) * std::max(1, kStreamThreadsPerSm / threads);
-}
-
-// The long-row kernels (block.x threads, two chunks each); the stream kernels need
-// layout.per_group == 1 (rms_norm_heads' layouts take the block kernel).
-cudaError_t launch_long(RmsNormLongRows k, const bf16* x, bf16* residual, const bf16* w, int rows,
-                        int H, float eps, bf16* out, RowLayout layout, cudaStream_t stream) {
-  const dim3 block(((H / 8 + 1) / 2 + 31) / 32 * 32);
-  if (k == RmsNormLongRows::kRowStaged)
-    return detail::launch_pdl(rms_norm_staged_kernel<2>, dim3(rows), block,
-                              size_t{2 * 2 * 16} * block.x, stream, x, residual, w, out, rows, H,
-                              eps, layout);
-  if (k == RmsNormLongRows::kRowPerCta || layout.per_group != 1)
-    return detail::launch_pdl(rms_norm_block_kernel<2>, dim3(rows), block, 0, stream, x, residual,
-                              w, out, rows, H, eps, layout);
-  int64_t ctas = stream_wave(static_cast<int>(block.x));
-  if (k == RmsNormLongRows::kStreamHalfGrid) ctas = std::max<int64_t>(1, ctas / 2);
-  return detail::launch_pdl(rms_norm_stream_kernel<2>, dim3(std::min<int64_t>(rows, ctas)), block,
-                            0, stream, x, residual, w, out, rows, H, eps, layout.group_stride);
-}
 
 cudaError_t launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H, float eps,
                    bf16* out, RowLayout layout, bool aligned, cudaStream_t stream) {
@@ -420,9 +256,11 @@ cudaError_t launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H
     return launch_group<4, 32, 1>(x, residual, w, rows, H, eps, out, layout, stream);
   // Up to H = 8192: a CTA a row, two chunks (32 bytes of x) a thread, at every row count (the
   // other long-row kernels measured no faster at T = 4096: see the file comment).
-  if (chunks <= kLongRowsMaxChunks)
-    return launch_long(RmsNormLongRows::kRowPerCta, x, residual, w, rows, H, eps, out, layout,
-                       stream);
+  if (chunks <= kLongRowsMaxChunks) {
+    const dim3 block(((chunks + 1) / 2 + 31) / 32 * 32);
+    return detail::launch_pdl(rms_norm_block_kernel<2>, dim3(rows), block, 0, stream, x, residual,
+                              w, out, rows, H, eps, layout);
+  }
   // Up to H = 16384: a CTA a row, four chunks a thread; then the scalar path.
   if (chunks <= 4 * kMaxBlock) {
     const dim3 block(((chunks + 3) / 4 + 31) / 32 * 32);
@@ -444,36 +282,6 @@ Status rms_norm(const bf16* x, bf16* residual, const bf16* w, int rows, int H, f
   const bool aligned = detail::aligned16(x) && detail::aligned16(out) && detail::aligned16(w) &&
                        (!residual || detail::aligned16(residual));
   CEILING_CUDA_RETURN(launch(x, residual, w, rows, H, eps, out, RowLayout{1, H}, aligned, stream));
-  return Status();
-}
-
-const char* rms_norm_long_rows_name(RmsNormLongRows k) {
-  switch (k) {
-    case RmsNormLongRows::kStream:
-      return "stream";
-    case RmsNormLongRows::kStreamHalfGrid:
-      return "stream_half";
-    case RmsNormLongRows::kRowPerCta:
-      return "row";
-    case RmsNormLongRows::kRowStaged:
-      return "row_smem";
-  }
-  return "?";
-}
-
-Status rms_norm_long_rows(RmsNormLongRows k, const bf16* x, bf16* residual, const bf16* w, int rows,
-                          int H, float eps, bf16* out, cudaStream_t stream) {
-  if (rows < 0 || H <= 0 || !(eps >= 0.0f))
-    return Status::error("rms_norm_long_rows: bad shape rows {} H {} or eps {}", rows, H, eps);
-  const bool aligned = detail::aligned16(x) && detail::aligned16(out) && detail::aligned16(w) &&
-                       (!residual || detail::aligned16(residual));
-  if (!long_rows_supported(H, aligned))
-    return Status::error(
-        "rms_norm_long_rows: H {} not supported (need H % 8 == 0, 1024 < H <= 8192 and 16-byte "
-        "aligned pointers)",
-        H);
-  if (rows == 0) return Status();
-  CEILING_CUDA_RETURN(launch_long(k, x, residual, w, rows, H, eps, out, RowLayout{1, H}, stream));
   return Status();
 }
 

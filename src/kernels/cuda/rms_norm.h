@@ -27,21 +27,4 @@ Status rms_norm(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bflo
 Status rms_norm_heads(__nv_bfloat16* x, int64_t token_stride, int T, int heads, int D,
                       const __nv_bfloat16* w, float eps, cudaStream_t stream);
 
-// Benchmark only: long rows (1024 < H <= 8192, H % 8 == 0, 16-byte aligned pointers) with an
-// explicit kernel, so `ceiling bench kernels` compares them in one run (an error names an
-// unsupported H). rms_norm() takes kRowPerCta at every row count (the others measured no faster;
-// rms_norm.cu's file comment has the numbers).
-//   kRowPerCta: one row per CTA: the loads, one reduction, the stores.
-//   kStream: a grid of one wave, each CTA walking rows with the next row's loads in flight during
-//   the current row's reduction. kStreamHalfGrid: the same with half the CTAs (half the bytes in
-//   flight).
-//   kRowStaged: one row per CTA staged in shared memory (cp.async), ≤ 32 registers: twice the CTAs
-//   per SM of kRowPerCta.
-enum class RmsNormLongRows { kStream, kStreamHalfGrid, kRowPerCta, kRowStaged };
-// "stream", "stream_half", "row", "row_smem"
-const char* rms_norm_long_rows_name(RmsNormLongRows k);
-Status rms_norm_long_rows(RmsNormLongRows k, const __nv_bfloat16* x, __nv_bfloat16* residual,
-                          const __nv_bfloat16* w, int rows, int H, float eps, __nv_bfloat16* out,
-                          cudaStream_t stream);
-
 }  // namespace ceiling::cuda
