@@ -49,6 +49,9 @@ TEST(GpuSampler, FixedParamsLargeVocab) {
     expect_case_passes(*bench::make_sample_case(3, V, p), s);
   p.top_k = 3000;  // a top-k set spanning several CTAs of the cluster
   expect_case_passes(*bench::make_sample_case(4, 128256, p), s);
+  // More rows than kFewRows: the smallest cluster whose slices fit (4 CTAs for 128256, 2 for
+  // 90001, 1 for 40000).
+  for (int V : {128256, 90001, 40000}) expect_case_passes(*bench::make_sample_case(24, V, p), s);
   p.top_k = 0;
   p.top_p = 0.5f;
   p.min_p = 0.01f;
