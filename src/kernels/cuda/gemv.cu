@@ -74,13 +74,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float acc[kMaxM][kRows] = {};
   float ss[kIn == GemvInput::kRmsNorm ? kMaxM : 1] = {};  // Σ r² per row of x
-  // gv: the norm weight γ's chunk c (kRmsNorm), loaded with the weights (no kernel writes it).
-  auto fma_chunk = [&](const detail::Bf16x8(&wv)[kRows], const detail::Bf16x8& gv, int c) {
+  auto fma_chunk = [&](const detail::Bf16x8(&wv)[kRows], int c) {
     float wf[kRows][8];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) detail::to_float8(wv[r], wf[r]);
-    float gf[8];
-    if constexpr (kIn == GemvInput::kRmsNorm) detail::to_float8(gv, gf);
+    float gf[8];  // the norm weight γ (kRmsNorm)
+    if constexpr (kIn == GemvInput::kRmsNorm) detail::to_float8(detail::load8(gamma + c * 8), gf);
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) {
       if (m < M) {
@@ -105,16 +104,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // issued before pdl_wait.
   // With `accumulate`, the thread that will write output i = threadIdx.x (< kMaxM·kRows) loads
   // the old value right after the wait, so that load overlaps the weight stream.
-  // The RoPE epilogue's per-thread inputs (thread i < kMaxM·kHalf writes pair j = i % kHalf of
-  // row m = i / kHalf): the frequency is constant, read before the wait; the token's position and
-  // cache slot right after it, so that neither is a round trip after the reduction.
-  float rope_freq = 0.0f;
-  int rope_pos = 0, rope_slot = -1;
-  const bool rope_thread = kHalf > 0 && pairs && rope.D > 0 && threadIdx.x < kMaxM * kHalf;
-  if constexpr (kHalf > 0) {
-    if (rope_thread)
-      rope_freq = rope.inv_freq[(n0 + static_cast<int>(threadIdx.x) % kHalf) % half_d];
-  }
   bool waited = false;
   float prev = 0.0f;
   const auto wait_producer = [&] {
@@ -126,36 +115,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (accumulate && !pairs && i < kMaxM * kRows && m < M && n < N)
         prev = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
     }
-    if constexpr (kHalf > 0) {
-      if (rope_thread && static_cast<int>(threadIdx.x) / kHalf < M) {
-        const int m = static_cast<int>(threadIdx.x) / kHalf;
-        rope_pos = rope.positions[m];
-        rope_slot = rope.slot_mapping[m];
-      }
-    }
   };
   int c = threadIdx.x;
   for (; c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
-    detail::Bf16x8 wv[kUnroll][kRows], gv[kUnroll] = {};
+    detail::Bf16x8 wv[kUnroll][kRows];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         wv[u][r] = detail::load8_stream(wrow[r] + (c + u * kThreads) * 8);
-      if constexpr (kIn == GemvInput::kRmsNorm)
-        gv[u] = detail::load8(gamma + (c + u * kThreads) * 8);
-    }
     wait_producer();
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma_chunk(wv[u], gv[u], c + u * kThreads);
+    for (int u = 0; u < kUnroll; ++u) fma_chunk(wv[u], c + u * kThreads);
   }
   for (; c < chunks; c += kThreads) {
-    detail::Bf16x8 wv[kRows], gv = {};
+    detail::Bf16x8 wv[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = detail::load8_stream(wrow[r] + c * 8);
-    if constexpr (kIn == GemvInput::kRmsNorm) gv = detail::load8(gamma + c * 8);
     wait_producer();
-    fma_chunk(wv, gv, c);
+    fma_chunk(wv, c);
   }
   wait_producer();  // threads without chunks still write out below
 
@@ -209,9 +187,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             continue;
           }
           // RoPE (rotate-half) of (x_i, x_{i+D/2}) at the token's position, as rope_kv_write.
-          const int head = n / half_d, e = n % half_d;  // i == threadIdx.x: rope_* are this pair's
+          const int head = n / half_d, e = n % half_d;
           float sn, cs;
-          sincosf(static_cast<float>(rope_pos) * rope_freq, &sn, &cs);
+          sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[e], &sn, &cs);
           const float y1 = gb * cs - ub * sn, y2 = ub * cs + gb * sn;
           if constexpr (std::is_same_v<OutT, bf16>) {
             if (head < rope.Hq) {
@@ -219,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               store_out(out + static_cast<int64_t>(m) * N + rb, y2);
               continue;
             }
-            const int64_t slot = rope_slot;
+            const int64_t slot = rope.slot_mapping[m];
             if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size)
               continue;
             const bool is_k = head < rope.Hq + rope.Hkv;
