@@ -45,7 +45,7 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // b are elements i and i + D/2 of one head, rotated as rope_kv_write does: q heads back into out
 // [M, N], k heads rotated and v heads as they are into the paged cache at the token's slot.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm ? 8 : 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                 const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
