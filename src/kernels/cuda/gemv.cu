@@ -44,8 +44,12 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // [M, N/2] = silu(bf16(gate)) · bf16(up) — silu_mul's values; with rope.D > 0 (W = fused QKV) a and
 // b are elements i and i + D/2 of one head, rotated as rope_kv_write does: q heads back into out
 // [M, N], k heads rotated and v heads as they are into the paged cache at the token's slot.
+// Occupancy: the M = 1 kernel with the RMSNorm input (the decode step's QKV and gate/up, with
+// their RoPE / SiLU epilogues) takes 71 registers unbounded: 7 CTAs (56 KB of weight loads in
+// flight) per SM; bounded to 9 CTAs it fits in 56 registers without spilling (the plain M = 1
+// kernel has 48: 10 CTAs).
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
-__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm ? 8 : 1)
+__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm ? 9 : 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                 const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
