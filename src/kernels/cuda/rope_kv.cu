@@ -11,15 +11,14 @@
 //   This kernel: the loads staged in shared memory by cp.async (no registers held while in
 //   flight: 40 registers, 58 with the q/k norm), so 16 tokens fit an SM (16 CTAs of one token or
 //   8 of two): ≤ 192 KB per SM, 2× the first kernel and ~5× Little. Predicted, if the bytes in
-//   flight and the CTA turnover were the limit, 25–27 µs (82–88 %). Measured (benchmark
-//   configurations, two runs each, same machine): one or two tokens a CTA 31.6–32.0 µs (68–70 %: no
-//   gain), four tokens 33.3, one task a thread 47, twelve (no longer built) 34.5; consecutive slots
-//   (slots=seq) as fast as random ones. So neither the bytes in flight, the turnover, the barrier
-//   nor the scattered cache rows limit it. What moved it: evict-first (.cs) stores of q and the
-//   cache rows, 29.0–30.4 µs (72–77 %; q/k norm 32.2 against 33.1 with plain stores) — the
-//   dispatched prefill configuration. The target is not met; presumably the DRAM side of a
-//   half-write pattern with an in-place half (not profiled further). Decode sizes keep plain
-//   stores: attention reads q and the new cache rows next, from L2 when they are still there.
+//   flight and the CTA turnover were the limit, 25–27 µs (82–88 %). Measured
+//   (bench/results/2026-11-23r4_h200_kernels.json, same run): plain stores 31.6 µs (68.5 %,
+//   rope_kv_write_cfg tok1u4: no gain), consecutive slots as fast as random ones; evict-first
+//   (.cs) stores of q and the cache rows 30.2 µs (71.6 %), the dispatched prefill configuration.
+//   So neither the bytes in flight, the turnover nor the scattered cache rows limit it; the
+//   target is not met (presumably the DRAM side of a half-write pattern with an in-place half;
+//   not profiled further). Decode sizes keep plain stores: attention reads q and the new cache
+//   rows next, from L2 when they are still there.
 #include <algorithm>
 
 #include "core/check.h"
