@@ -125,9 +125,7 @@ __device__ __forceinline__ void load_weights(const bf16* __restrict__ w, int H, 
 }
 
 // Sums each ss[r] over the CTA (blockDim.x a multiple of 32) through scratch[kRows][32], with
-// one barrier: a kernel that reduces again must alternate between two scratch buffers (a
-// thread writes the next buffer only after the barrier that every reader of this one reached
-// after reading it).
+// one barrier (so once per launch: a second call would need its own scratch).
 template <int kRows>
 __device__ __forceinline__ void cta_sum(float (&ss)[kRows], float (*scratch)[32]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
