@@ -24,8 +24,13 @@
 // Roofline (V = 128256, one row): the row is 513 KB of logits (+513 KB of counts when a penalty
 // is on), read once by 8 SMs — ~1 µs at the per-SM L2 rate; the ≤ 16 passes over 64 KB of
 // shared memory per SM are ~0.3 µs each; ~14 cluster barriers (~0.2 µs each) and the launch add
-// the rest: ~10 µs expected, against 357 µs for the previous one-CTA-per-row sampler, whose 16
-// passes each were an L2-latency-bound loop of one SM.
+// the rest: ~10 µs predicted, against 357 µs for the previous one-CTA-per-row sampler, whose 16
+// passes each were an L2-latency-bound loop of one SM. Measured (H200, bench/notes.md): 83 µs.
+// The prediction misses because a pass is not bandwidth-bound: each SM issues the whole time at
+// IPC ~1.2 (~45 instructions per element and pass, the radix passes' __match_any_sync and
+// shared-memory atomics), with barrier waits ~32 % of a warp's time (Nsight Compute,
+// bench/results/2026-11-23_h200_ncu_sampler.txt). Fewer passes (compacting the candidates after
+// the first radix pass) or more SMs per row are the next steps.
 #include <cooperative_groups.h>
 
 #include "core/check.h"

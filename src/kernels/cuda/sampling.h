@@ -64,7 +64,8 @@ struct SampleArgs {
 // The largest vocabulary sample() takes (a row lives in the shared memory of one cluster).
 int sampler_max_vocab();
 
-// One cluster of CTAs per sequence (one CTA for small V), no workspace. Picks agree with
+// One cluster of 1–8 CTAs per sequence (8 for up to 16 rows of ≥ 16384 logits, else the smallest
+// whose slices fit in shared memory), no workspace. Picks agree with
 // cpu::sample_token given the same u except where u·total (or the top-p target) falls within
 // fp32 rounding of a boundary: sums run in another order.
 Status sample(const SampleArgs& a, cudaStream_t stream);
