@@ -97,7 +97,7 @@ class SampleCase : public CaseBase {
     c.flops = 10.0 * S_ * double(V_);
     return c;
   }
-  size_t set_bytes() const override { return 12 * size_t(S_) * V_; }
+  size_t set_bytes() const override { return 8 * size_t(S_) * V_; }  // logits, token counts
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
     logits_ = Pool<float>(size_t(S_) * V_, copies);

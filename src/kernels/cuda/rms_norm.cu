@@ -12,8 +12,6 @@
 // None beat the block kernel, so they were removed: past ~64 KB per SM the bytes in flight are
 // not the limit (the fixed ~2.8 µs ramp and tail of a kernel and the mixed read/write streams
 // are).
-#include <algorithm>
-
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -33,43 +31,31 @@ struct RowLayout {
   }
 };
 
-// kRows rows of H = 8·chunks elements held in registers, each spread over `lanes` threads
-// (chunks lane, lane + lanes, ...; kChunks per thread, packed). id[r] < 0: no such row (the
-// thread still takes part in the reduction).
-template <int kChunks, int kRows>
-struct RowRegs {
-  detail::Bf16x8 x[kRows][kChunks], r[kRows][kChunks];
-  int64_t id[kRows];
-};
-
-// Issues every load of x (and residual) of the rows; nothing waits on them here.
-template <int kChunks, int kRows>
-__device__ __forceinline__ void load_rows(RowRegs<kChunks, kRows>& v, const bf16* x,
-                                          const bf16* residual, int H, RowLayout layout, int lane,
-                                          int lanes) {
+// kRows rows of H = 8·chunks elements, each spread over `lanes` threads (chunks lane,
+// lane + lanes, ...; kChunks per thread, held packed in registers). Every load of every row is
+// issued before the first reduction, so a CTA keeps kRows rows of x (and residual) in flight;
+// the weights w are loaded by the caller (before the PDL wait: no kernel writes them).
+// sum(ss) reduces the kRows partial sums over the lanes. row_ids[r] < 0: no such row (the thread
+// still takes part in the reduction).
+template <int kChunks, int kRows, typename SumFn>
+__device__ __forceinline__ void norm_rows(const bf16* x, bf16* residual,
+                                          const detail::Bf16x8 (&wv)[kChunks], bf16* out, int H,
+                                          float eps, const int64_t (&row_ids)[kRows],
+                                          RowLayout layout, int lane, int lanes, SumFn sum) {
   const int chunks = H / 8;
+  detail::Bf16x8 xv[kRows][kChunks], rv[kRows][kChunks];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const int64_t off = layout.offset(v.id[r], H);
+    const int64_t off = layout.offset(row_ids[r], H);
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int c = lane + j * lanes;
-      if (v.id[r] >= 0 && c < chunks) {
-        v.x[r][j] = detail::load8(x + off + c * 8);
-        if (residual) v.r[r][j] = detail::load8(residual + v.id[r] * H + c * 8);
+      if (row_ids[r] >= 0 && c < chunks) {
+        xv[r][j] = detail::load8(x + off + c * 8);
+        if (residual) rv[r][j] = detail::load8(residual + row_ids[r] * H + c * 8);
       }
     }
   }
-}
-
-// The rest of the rows loaded by load_rows: r = bf16(x + residual) stored back to residual,
-// sum(ss) reduces the kRows partial sums of r² over the lanes, then out = r · rsqrt(mean(r²) +
-// eps) · w, with w's chunk j (chunk index c) from w_chunk(j, c).
-template <int kChunks, int kRows, typename SumFn, typename WFn>
-__device__ __forceinline__ void finish_rows(RowRegs<kChunks, kRows>& v, bf16* residual, WFn w_chunk,
-                                            bf16* out, int H, float eps, RowLayout layout, int lane,
-                                            int lanes, SumFn sum) {
-  const int chunks = H / 8;
   float ss[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -77,17 +63,17 @@ __device__ __forceinline__ void finish_rows(RowRegs<kChunks, kRows>& v, bf16* re
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int c = lane + j * lanes;
-      if (v.id[r] >= 0 && c < chunks) {
+      if (row_ids[r] >= 0 && c < chunks) {
         float a[8];
-        detail::to_float8(v.x[r][j], a);
+        detail::to_float8(xv[r][j], a);
         if (residual) {
           float b[8];
-          detail::to_float8(v.r[r][j], b);
+          detail::to_float8(rv[r][j], b);
 #pragma unroll
           for (int e = 0; e < 8; ++e) a[e] += b[e];
-          v.x[r][j] = detail::from_float8(a);  // normalize exactly what the residual stream holds
-          detail::store8(residual + v.id[r] * H + c * 8, v.x[r][j]);
-          detail::to_float8(v.x[r][j], a);
+          xv[r][j] = detail::from_float8(a);  // normalize exactly what the residual stream holds
+          detail::store8(residual + row_ids[r] * H + c * 8, xv[r][j]);
+          detail::to_float8(xv[r][j], a);
         }
 #pragma unroll
         for (int e = 0; e < 8; ++e) ss[r] += a[e] * a[e];
@@ -98,14 +84,14 @@ __device__ __forceinline__ void finish_rows(RowRegs<kChunks, kRows>& v, bf16* re
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const float inv = rsqrtf(ss[r] / static_cast<float>(H) + eps);
-    const int64_t off = layout.offset(v.id[r], H);
+    const int64_t off = layout.offset(row_ids[r], H);
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int c = lane + j * lanes;
-      if (v.id[r] >= 0 && c < chunks) {
+      if (row_ids[r] >= 0 && c < chunks) {
         float a[8], wf[8];
-        detail::to_float8(v.x[r][j], a);
-        detail::to_float8(w_chunk(j, c), wf);
+        detail::to_float8(xv[r][j], a);
+        detail::to_float8(wv[j], wf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) a[e] *= inv * wf[e];
         detail::store8(out + off + c * 8, detail::from_float8(a));
@@ -124,44 +110,43 @@ __device__ __forceinline__ void load_weights(const bf16* __restrict__ w, int H, 
   }
 }
 
-// Sums each ss[r] over the CTA (blockDim.x a multiple of 32) through scratch[kRows][32], with
-// one barrier (so once per launch: a second call would need its own scratch).
-template <int kRows>
-__device__ __forceinline__ void cta_sum(float (&ss)[kRows], float (*scratch)[32]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    ss[r] = detail::warp_sum(ss[r]);
-    if (lane == 0) scratch[r][warp] = ss[r];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) ss[r] = detail::warp_sum(lane < warps ? scratch[r][lane] : 0.0f);
-}
-
-// One row per CTA (long rows), at most kMaxBlock threads.
+// kRows consecutive rows per CTA (large H), at most kMaxBlock threads. The block reduction is
+// done once for all kRows rows.
 constexpr int kMaxBlock = 512;
-template <int kChunks>
+template <int kChunks, int kRows>
 __global__ void __launch_bounds__(kMaxBlock)
     rms_norm_block_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
                           int rows, int H, float eps, RowLayout layout) {
-  __shared__ float scratch[1][32];  // written once per launch
+  __shared__ float scratch[kRows][32];
   detail::pdl_launch_dependents();
   detail::Bf16x8 wv[kChunks];
   load_weights<kChunks>(w, H, threadIdx.x, blockDim.x, wv);
   detail::pdl_wait();
-  RowRegs<kChunks, 1> v;
-  v.id[0] = blockIdx.x < rows ? static_cast<int64_t>(blockIdx.x) : -1;
-  load_rows(v, x, residual, H, layout, threadIdx.x, blockDim.x);
-  finish_rows(
-      v, residual, [&](int j, int) { return wv[j]; }, out, H, eps, layout, threadIdx.x, blockDim.x,
-      [&](float(&ss)[1]) { cta_sum<1>(ss, scratch); });
+  int64_t row_ids[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + r;
+    row_ids[r] = row < rows ? row : -1;
+  }
+  norm_rows<kChunks, kRows>(x, residual, wv, out, H, eps, row_ids, layout, threadIdx.x, blockDim.x,
+                            [&](float(&ss)[kRows]) {
+                              const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+                              const int warps = blockDim.x >> 5;
+#pragma unroll
+                              for (int r = 0; r < kRows; ++r) {
+                                ss[r] = detail::warp_sum(ss[r]);
+                                if (lane == 0) scratch[r][warp] = ss[r];
+                              }
+                              __syncthreads();  // scratch is written once per launch
+#pragma unroll
+                              for (int r = 0; r < kRows; ++r)
+                                ss[r] = detail::warp_sum(lane < warps ? scratch[r][lane] : 0.0f);
+                            });
 }
 
 // Groups of G lanes (a power of two ≤ 32) per row, kRows rows per group (H ≤ 8·G·kChunks);
 // a CTA of blockDim/G groups covers blockDim/G·kRows consecutive rows, row r of group g at
-// r·groups + g (so the groups of a warp read neighbouring rows together). Every load of every
-// row is issued before the first reduction.
+// r·groups + g (so the groups of a warp read neighbouring rows together).
 template <int kChunks, int G, int kRows>
 __global__ void rms_norm_group_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w,
                                       bf16* out, int rows, int H, float eps, RowLayout layout) {
@@ -170,20 +155,20 @@ __global__ void rms_norm_group_kernel(const bf16* x, bf16* residual, const bf16*
   detail::Bf16x8 wv[kChunks];
   load_weights<kChunks>(w, H, lane, G, wv);
   detail::pdl_wait();
-  RowRegs<kChunks, kRows> v;
+  int64_t row_ids[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = static_cast<int64_t>(blockIdx.x) * groups * kRows + r * groups + g;
-    v.id[r] = row < rows ? row : -1;
+    row_ids[r] = row < rows ? row : -1;
   }
-  load_rows(v, x, residual, H, layout, lane, G);
-  const auto w_chunk = [&](int j, int) { return wv[j]; };
-  finish_rows(v, residual, w_chunk, out, H, eps, layout, lane, G, [](float(&ss)[kRows]) {
+  norm_rows<kChunks, kRows>(x, residual, wv, out, H, eps, row_ids, layout, lane, G,
+                            [](float(&ss)[kRows]) {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+                              for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int o = G / 2; o > 0; o >>= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
-  });
+                                for (int o = G / 2; o > 0; o >>= 1)
+                                  ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+                            });
 }
 
 // Any H, any alignment: one CTA per row, two passes (the second re-reads what the first wrote).
@@ -234,9 +219,6 @@ cudaError_t launch_small(const bf16* x, bf16* residual, const bf16* w, int rows,
   return launch_group<1, G, 1>(x, residual, w, rows, H, eps, out, layout, stream);
 }
 
-// Long rows on the 16-byte path up to H = 8192: two chunks (32 bytes of x) a thread.
-constexpr int kLongRowsMaxChunks = 2 * kMaxBlock;
-
 cudaError_t launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H, float eps,
                    bf16* out, RowLayout layout, bool aligned, cudaStream_t stream) {
   const int chunks = H / 8;
@@ -252,18 +234,21 @@ cudaError_t launch(const bf16* x, bf16* residual, const bf16* w, int rows, int H
   if (chunks <= 32) return launch_small<32>(x, residual, w, rows, H, eps, out, layout, stream);
   if (chunks <= 32 * 4)  // a warp a row, four chunks a lane
     return launch_group<4, 32, 1>(x, residual, w, rows, H, eps, out, layout, stream);
-  // Up to H = 8192: a CTA a row, two chunks (32 bytes of x) a thread, at every row count (the
-  // other long-row kernels measured no faster at T = 4096: see the file comment).
-  if (chunks <= kLongRowsMaxChunks) {
-    const dim3 block(((chunks + 1) / 2 + 31) / 32 * 32);
-    return detail::launch_pdl(rms_norm_block_kernel<2>, dim3(rows), block, 0, stream, x, residual,
-                              w, out, rows, H, eps, layout);
+  // A CTA a row: two chunks (32 bytes of x) a thread up to H = 8192, four up to 16384, then the
+  // scalar path. Two rows per CTA (rms_norm_block_kernel<2, 2>, every load of both rows before
+  // the one reduction) measured slower at T = 4096, H = 4096 on the H200: 38.5 µs against
+  // 36.5 µs for the previous one-row-per-CTA kernel in the same run (probably the longer drain of
+  // the last wave of larger CTAs; not profiled), so the block kernel takes one row at every size.
+  const int threads2 = (chunks + 1) / 2;
+  if (threads2 <= kMaxBlock) {
+    const dim3 block((threads2 + 31) / 32 * 32);
+    return detail::launch_pdl(rms_norm_block_kernel<2, 1>, dim3(rows), block, 0, stream, x,
+                              residual, w, out, rows, H, eps, layout);
   }
-  // Up to H = 16384: a CTA a row, four chunks a thread; then the scalar path.
   if (chunks <= 4 * kMaxBlock) {
     const dim3 block(((chunks + 3) / 4 + 31) / 32 * 32);
-    return detail::launch_pdl(rms_norm_block_kernel<4>, dim3(rows), block, 0, stream, x, residual,
-                              w, out, rows, H, eps, layout);
+    return detail::launch_pdl(rms_norm_block_kernel<4, 1>, dim3(rows), block, 0, stream, x,
+                              residual, w, out, rows, H, eps, layout);
   }
   return detail::launch_pdl(rms_norm_scalar_kernel, dim3(rows), dim3(1024), 0, stream, x, residual,
                             w, out, H, eps, layout);
