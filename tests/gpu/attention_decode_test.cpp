@@ -58,7 +58,7 @@ TEST(AttentionDecode, ContiguousBlockTable) {
 
 TEST(AttentionDecode, ForcedSplitsAndMerge) {
   ATTN_REQUIRE_GPU();
-  // Many SMs for few (sequence, head) pairs: every context of ≥ 2 × 256 tokens is split.
+  // Many SMs for few (sequence, head) pairs: every context of ≥ 2 × 64 tokens is split.
   for (int d : {64, 128}) {
     AttentionSpec s = decode({1, 16, 300, 511, 512, 513, 2000, 4097}, 8, 2, d, 16);
     s.plan_num_sms = 4096;
@@ -69,6 +69,20 @@ TEST(AttentionDecode, ForcedSplitsAndMerge) {
   s.plan_num_sms = 4096;
   s.plan_max_seq_len = 600;
   expect_matches_reference(s);
+}
+
+TEST(AttentionDecode, SplitLengths) {
+  ATTN_REQUIRE_GPU();
+  // One-tile splits (warps without a tile), the default and long minimum splits, around the
+  // lengths where the split count changes.
+  for (int min_split : {16, 0, 256})
+    for (int d : {64, 128}) {
+      AttentionSpec s =
+          decode({1, 15, 16, 17, 63, 64, 127, 128, 129, 200, 255, 256, 257, 1000}, 32, 8, d, 16);
+      s.plan_num_sms = 4096;
+      s.plan_min_split_tokens = min_split;
+      expect_matches_reference(s);
+    }
 }
 
 TEST(AttentionDecode, LongContextSplit) {
@@ -130,9 +144,17 @@ TEST(AttentionDecode, PlanSplitsOnlySmallBatches) {
   EXPECT_EQ(plan.workspace_bytes, 0u);
   ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 32768}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 16);  // 8 KV heads × 16 splits: one CTA per SM, whole wave
-  EXPECT_EQ(plan.partition % 16, 0);
-  EXPECT_GE(plan.partition * plan.max_splits, 32768);
+  EXPECT_EQ(plan.min_split_tokens, 64);
   EXPECT_GT(plan.workspace_bytes, 0u);
+  // A bound of 200 tokens allows 3 splits of ≥ 64; a minimum of 256 allows none.
+  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 200}, 132, &plan).ok());
+  EXPECT_EQ(plan.max_splits, 3);
+  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 200, 256}, 132, &plan).ok());
+  EXPECT_EQ(plan.max_splits, 1);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  const Status st = cuda::plan_decode_attention({1, 32, 8, 128, 16, 200, 40}, 132, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("min_split_tokens 40"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -100,7 +100,8 @@ class AttentionCase : public KernelCase {
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
   // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
   bool dispatched() const override {
-    return sp_.decode ? sp_.plan_num_sms == 0 : sp_.kernel == cuda::PrefillKernel::kAuto;
+    return sp_.decode ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0
+                      : sp_.kernel == cuda::PrefillKernel::kAuto;
   }
   std::string shape() const override {
     std::string s = "S=" + std::to_string(sp_.seq_lens.size()) + " q=" + range_str(sp_.q_lens) +
@@ -241,7 +242,8 @@ class AttentionCase : public KernelCase {
                            sp_.block_size,
                            sp_.plan_max_seq_len > 0
                                ? sp_.plan_max_seq_len
-                               : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end())};
+                               : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end()),
+                           sp_.plan_min_split_tokens};
       int sms = sp_.plan_num_sms, dev = 0;
       if (sms <= 0 &&
           (cudaGetDevice(&dev) != cudaSuccess ||
@@ -422,6 +424,17 @@ void register_attention_cases(CaseList& out) {
     s.label = "plan_sms=" + std::to_string(sms);
     out.push_back(make_attention_case(s));
   }
+  // Batch 1 at a short context, as in the decode step of the latency benchmark (Llama-3.1-8B
+  // and -3.2-1B attention shapes), with the plan sized for a long one as a captured graph's is;
+  // the 256-token minimum split is the comparison (one CTA per KV head at this context).
+  for (int d : {128, 64})
+    for (int min_split : {0, 256}) {
+      AttentionSpec s = uniform(true, 1, 1, 256, 32, 8, d, 16);
+      s.plan_max_seq_len = 8192;
+      s.plan_min_split_tokens = min_split;
+      if (min_split > 0) s.label = "min_split=" + std::to_string(min_split);
+      out.push_back(make_attention_case(s));
+    }
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.

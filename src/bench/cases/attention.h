@@ -23,10 +23,11 @@ struct AttentionSpec {
   bool shuffle_blocks = true;  // random, non-contiguous block tables
   float q_scale = 1.0f;        // q ~ U(-q_scale, q_scale): larger gives peakier softmax
   cuda::PrefillKernel kernel = cuda::PrefillKernel::kAuto;
-  int plan_max_seq_len = 0;  // decode plan bound; 0 = max(seq_lens)
-  int plan_num_sms = 0;      // decode plan SM count; 0 = the device's
-  int check_tokens = 0;      // query tokens compared in check(); 0 = all
-  std::string label;         // shape label suffix for the result JSON
+  int plan_max_seq_len = 0;       // decode plan bound; 0 = max(seq_lens)
+  int plan_num_sms = 0;           // decode plan SM count; 0 = the device's
+  int plan_min_split_tokens = 0;  // decode plan's shortest split; 0 = the library's
+  int check_tokens = 0;           // query tokens compared in check(); 0 = all
+  std::string label;              // shape label suffix for the result JSON
 };
 
 std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -29,12 +30,15 @@ float round_bf16(float v) {
 // decode steps run it.
 class GemvFusedCase : public CaseBase {
  public:
-  GemvFusedCase(cuda::GemvInput input, bool accumulate, bool pairs, int M, int N, int K, bool bias)
-      : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias) {}
-  std::string op() const override { return "linear_gemv_fused"; }
+  GemvFusedCase(cuda::GemvInput input, bool accumulate, bool pairs, int M, int N, int K, bool bias,
+                std::optional<cuda::GemvConfig> cfg)
+      : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias), cfg_(cfg) {}
+  std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
+  bool dispatched() const override { return !cfg_; }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " in=" + input_name(in_) +
-           (acc_ ? " +residual" : "") + (pairs_ ? " out=silu_pairs" : "") + (bias_ ? " bias" : "");
+           (acc_ ? " +residual" : "") + (pairs_ ? " out=silu_pairs" : "") + (bias_ ? " bias" : "") +
+           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "");
   }
   nlohmann::json params() const override {
     return {{"M", M_},
@@ -75,6 +79,9 @@ class GemvFusedCase : public CaseBase {
     f.norm_weight = g_.at(set);
     f.eps = kEps;
     f.silu_pairs = pairs_;
+    if (cfg_)
+      return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set),
+                                          bias_ ? b_.at(set) : nullptr, out_.at(set), N_, K_, s);
     return cuda::gemv_fused(f, x_.at(set), w_.at(set), bias_ ? b_.at(set) : nullptr, out_.at(set),
                             M_, N_, K_, s);
   }
@@ -145,6 +152,7 @@ class GemvFusedCase : public CaseBase {
   bool acc_, pairs_;
   int M_, N_, K_;
   bool bias_;
+  std::optional<cuda::GemvConfig> cfg_;
   Pool<bf16> w_, x_, b_, g_, out_;
 };
 
@@ -156,11 +164,14 @@ class GemvFusedCase : public CaseBase {
 // missed write shows.
 class GemvRopeCase : public CaseBase {
  public:
-  GemvRopeCase(int M, int H, int Hq, int Hkv, int D) : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D) {}
-  std::string op() const override { return "linear_gemv_fused"; }
+  GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg)
+      : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {}
+  std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
+  bool dispatched() const override { return !cfg_; }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +
-           kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_);
+           kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_) +
+           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "");
   }
   nlohmann::json params() const override {
     return {{"M", M_},
@@ -214,6 +225,9 @@ class GemvRopeCase : public CaseBase {
     f.eps = kEps;
     f.rope = {pos_.at(0), slots_.at(0), inv_.at(0), kc_.at(set), vc_.at(set),
               kBlocks,    kBlockSize,   Hq_,        Hkv_,        D_};
+    if (cfg_)
+      return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set), nullptr, out_.at(set),
+                                          N(), H_, s);
     return cuda::gemv_fused(f, x_.at(set), w_.at(set), nullptr, out_.at(set), M_, N(), H_, s);
   }
   CheckResult check(cudaStream_t s) override {
@@ -309,6 +323,7 @@ class GemvRopeCase : public CaseBase {
     to_device(inv_.at(0), inv, s);
   }
   int M_, H_, Hq_, Hkv_, D_;
+  std::optional<cuda::GemvConfig> cfg_;
   Pool<bf16> w_, x_, g_, out_, kc_, vc_;
   Pool<int32_t> pos_, slots_;
   Pool<float> inv_;
@@ -317,12 +332,14 @@ class GemvRopeCase : public CaseBase {
 }  // namespace
 
 std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate,
-                                                 bool silu_pairs, int M, int N, int K, bool bias) {
-  return std::make_unique<GemvFusedCase>(input, accumulate, silu_pairs, M, N, K, bias);
+                                                 bool silu_pairs, int M, int N, int K, bool bias,
+                                                 std::optional<cuda::GemvConfig> cfg) {
+  return std::make_unique<GemvFusedCase>(input, accumulate, silu_pairs, M, N, K, bias, cfg);
 }
 
-std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D) {
-  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D);
+std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
+                                                std::optional<cuda::GemvConfig> cfg) {
+  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg);
 }
 
 // The batch-1 decode steps of Llama-3.1-8B (QKV 6144 after RMSNorm, plain or with RoPE + KV
@@ -341,6 +358,13 @@ void register_gemv_fused_cases(CaseList& out) {
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * m.I, m.H));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, m.H, m.I));
   }
+  // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).
+  for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}})
+    for (const cuda::GemvConfig& c :
+         {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{128, 4, 2}, cuda::GemvConfig{64, 2, 2}}) {
+      out.push_back(make_gemv_rope_case(1, m.H, m.Hq, m.Hkv, m.D, c));
+      out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, c));
+    }
 }
 
 }  // namespace ceiling::bench

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "bench/case.h"
 #include "kernels/cuda/gemv.h"
@@ -12,10 +13,12 @@ namespace ceiling::bench {
 
 std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate,
                                                  bool silu_pairs, int M, int N, int K,
-                                                 bool bias = false);
+                                                 bool bias = false,
+                                                 std::optional<cuda::GemvConfig> cfg = {});
 
 // The QKV projection with RMSNorm prologue and the RoPE + paged KV write epilogue (GemvRope):
 // M decode tokens, hidden H, Hq / Hkv heads of D.
-std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D);
+std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
+                                                std::optional<cuda::GemvConfig> cfg = {});
 
 }  // namespace ceiling::bench

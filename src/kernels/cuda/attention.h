@@ -58,13 +58,15 @@ struct DecodeShape {
   int head_dim = 0;      // D
   int block_size = 0;
   int max_seq_len = 0;  // upper bound of seq_lens[s] the plan is sized for
+  // Shortest KV split (a multiple of 16); 0 = the library's choice (64: a tile per warp).
+  int min_split_tokens = 0;
 };
 
 struct DecodePlan {
   DecodeShape shape;
-  int partition = 0;   // tokens per KV split (multiple of 16)
-  int max_splits = 1;  // splits of a sequence of max_seq_len tokens
-  int q_chunks = 1;    // ceil(group / 16): query heads of a group handled 16 at a time
+  int min_split_tokens = 0;  // each sequence takes min(max_splits, len / this) splits (≥ 1)
+  int max_splits = 1;        // most splits of any sequence (whole waves of CTAs)
+  int q_chunks = 1;          // ceil(group / 16): query heads of a group handled 16 at a time
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;
 };

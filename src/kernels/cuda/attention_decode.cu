@@ -1,7 +1,12 @@
 // Paged decode attention: one new token per sequence, GQA, split along the context
 // (flash-decoding) with a log-sum-exp merge.
 //
-// Work split: one CTA per (split, KV head × query chunk, sequence). The query heads sharing a KV
+// Work split: one CTA per (split, KV head × query chunk, sequence). The plan fixes the most splits
+// a sequence may take (enough to fill the SMs in one wave, none when the batch already does); each
+// CTA derives its sequence's own split count from the sequence's length — at least
+// min_split_tokens (one 16-token tile per warp) per split — so a captured graph serves short and
+// long contexts alike: at 256 tokens, batch 1, 8 KV heads, 4 splits of 64 (32 CTAs) instead of one
+// CTA per head walking 16 tiles. The query heads sharing a KV
 // head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so every K/V byte is
 // loaded once per group and the dot products run on tensor cores. Each of the 4 warps walks its
 // own 16-token tiles (tile i of the split goes to warp i % 4) through a private 3-stage cp.async
@@ -37,7 +42,8 @@ constexpr int kStages = 3;  // cp.async stages per warp
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
 // and fewer splits mean a shorter merge.
 constexpr int kSplitSlotsPerSm = 1;
-constexpr int kMinSplitTokens = 256;
+// Default shortest split: one 16-token tile per warp.
+constexpr int kMinSplitTokens = kWarps * kTile;
 
 struct DecodeParams {
   const __nv_bfloat16* q;  // [S, Hq, D]
@@ -49,7 +55,7 @@ struct DecodeParams {
   float* part_o;                // [S, Hq, max_splits, D]
   float* part_lse;              // [S, Hq, max_splits]
   int* counters;                // [S, Hkv × q_chunks] splits finished; zero between runs
-  int max_blocks, num_blocks, hq, hkv, group, q_chunks, partition, max_splits;
+  int max_blocks, num_blocks, hq, hkv, group, q_chunks, min_split, max_splits;
   float scale_log2;
 };
 
@@ -60,8 +66,15 @@ constexpr int decode_smem_bytes() {
   return pipe > merge ? pipe : merge;
 }
 
-__device__ __forceinline__ int num_splits_for(int len, int partition, int max_splits) {
-  return max(1, min(max_splits, ceil_div(len, partition)));
+// A sequence of `len` tokens: as many splits (≤ max_splits) as keep each ≥ min_split tokens,
+// each a whole number of tiles; the last split takes the remainder.
+struct Split {
+  int count, partition;
+};
+__device__ __forceinline__ Split split_for(int len, int min_split, int max_splits) {
+  const int want = max(1, min(max_splits, len / min_split));
+  const int partition = ceil_div(ceil_div(len, want), kTile) * kTile;
+  return {ceil_div(len, partition), partition};  // count ≤ want: partition ≥ len / want
 }
 
 template <int D, int BS>
@@ -86,10 +99,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
         p.out[(static_cast<int64_t>(s) * p.hq + head0) * D + i] = __float2bfloat16(0.0f);
     return;
   }
-  const int n_splits = num_splits_for(len, p.partition, p.max_splits);
+  const Split sp = split_for(len, p.min_split, p.max_splits);
+  const int n_splits = sp.count;
   if (split >= n_splits) return;
-  const int t0 = split * p.partition;
-  const int t1 = split == n_splits - 1 ? len : t0 + p.partition;
+  const int t0 = split * sp.partition;
+  const int t1 = min(len, t0 + sp.partition);
   const int n_tiles = ceil_div(t1 - t0, kTile);
   const int my_tiles = warp < n_tiles ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
 
@@ -316,6 +330,9 @@ Status check_shape(const DecodeShape& sh) {
                          sh.num_q_heads, sh.num_kv_heads);
   if (sh.max_seq_len < 1)
     return Status::error("decode attention: max_seq_len {} < 1", sh.max_seq_len);
+  if (sh.min_split_tokens < 0 || sh.min_split_tokens % kTile != 0)
+    return Status::error("decode attention: min_split_tokens {} is not a multiple of {}",
+                         sh.min_split_tokens, kTile);
   return dispatch_head_block(sh.head_dim, sh.block_size,
                              [&]<int D, int BS>() { return Status::ok_status(); });
 }
@@ -328,18 +345,17 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   DecodePlan pl;
   pl.shape = shape;
   pl.q_chunks = ceil_div(shape.num_q_heads / shape.num_kv_heads, 16);
-  // Split the context only when (sequence, KV head) pairs leave most CTA slots idle; keep each
-  // split at least kMinSplitTokens long so the merge stays cheap.
+  // Split the context only when (sequence, KV head) pairs leave most CTA slots idle.
   const int64_t work = static_cast<int64_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks;
   const int64_t slots = static_cast<int64_t>(num_sms) * kSplitSlotsPerSm;
+  pl.min_split_tokens = shape.min_split_tokens > 0 ? shape.min_split_tokens : kMinSplitTokens;
   // Whole waves: work × splits ≤ slots, so no second, partial wave of CTAs.
   int splits = 1;
   if (work * 5 < slots * 4) {
     splits = static_cast<int>(slots / work);
-    splits = std::min(splits, std::max(1, shape.max_seq_len / kMinSplitTokens));
+    splits = std::min(splits, std::max(1, shape.max_seq_len / pl.min_split_tokens));
   }
-  pl.partition = ceil_div(ceil_div(shape.max_seq_len, splits), kTile) * kTile;
-  pl.max_splits = ceil_div(shape.max_seq_len, pl.partition);
+  pl.max_splits = splits;
   pl.workspace_bytes =
       pl.max_splits > 1
           ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
@@ -404,7 +420,7 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.hkv = sh.num_kv_heads;
   p.group = sh.num_q_heads / sh.num_kv_heads;
   p.q_chunks = plan.q_chunks;
-  p.partition = plan.partition;
+  p.min_split = plan.min_split_tokens;
   p.max_splits = plan.max_splits;
   p.scale_log2 = scale * kLog2e;
 

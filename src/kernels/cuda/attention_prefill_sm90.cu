@@ -129,13 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
     }
 
     uint32_t pa[kBN / 16][4];  // P as bf16 A fragments, built before the fence
-#pragma unroll
-    for (int kt = 0; kt < kBN / 16; ++kt) {
-      pa[kt][0] = pack_bf16(s[8 * kt], s[8 * kt + 1]);
-      pa[kt][1] = pack_bf16(s[8 * kt + 2], s[8 * kt + 3]);
-      pa[kt][2] = pack_bf16(s[8 * kt + 4], s[8 * kt + 5]);
-      pa[kt][3] = pack_bf16(s[8 * kt + 6], s[8 * kt + 7]);
-    }
+    pack_p<kBN>(s, pa);
     wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt) {
@@ -150,21 +144,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
   }
   cp_async_wait<0>();
 
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   const int row0 = tile.i0 + wg * 64 + wq * 16 + g, row1 = row0 + 8;
-  __nv_bfloat16* out0 = p.out + (static_cast<int64_t>(tile.q0 + row0) * p.hq + h) * D;
-  __nv_bfloat16* out1 = p.out + (static_cast<int64_t>(tile.q0 + row1) * p.hq + h) * D;
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    if (row0 < tile.q_len)
-      *reinterpret_cast<uint32_t*>(out0 + 8 * j + 2 * t) =
-          pack_bf16(o[4 * j] * i0, o[4 * j + 1] * i0);
-    if (row1 < tile.q_len)
-      *reinterpret_cast<uint32_t*>(out1 + 8 * j + 2 * t) =
-          pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
-  }
+  store_o_rows<D>(o, l0, l1, p.out + (static_cast<int64_t>(tile.q0 + row0) * p.hq + h) * D,
+                  row0 < tile.q_len, p.out + (static_cast<int64_t>(tile.q0 + row1) * p.hq + h) * D,
+                  row1 < tile.q_len, t);
 #else
   __trap();  // built without sm_90a: prefill_wgmma_available() is false
 #endif

@@ -30,6 +30,41 @@ __device__ __forceinline__ uint32_t sw128(int rows, int row, int chunk) {
                                (((chunk & 7) ^ (row & 7)) << 4));
 }
 
+// The softmax tile P (a wgmma accumulator of kBN/2 floats per thread: 4 per 8 key columns) as
+// the bf16 A fragments of the P·V register-A wgmma, one [4] per 16 keys.
+template <int kBN>
+__device__ __forceinline__ void pack_p(const float (&s)[kBN / 2], uint32_t (&pa)[kBN / 16][4]) {
+#pragma unroll
+  for (int kt = 0; kt < kBN / 16; ++kt) {
+    pa[kt][0] = attn::pack_bf16(s[8 * kt], s[8 * kt + 1]);
+    pa[kt][1] = attn::pack_bf16(s[8 * kt + 2], s[8 * kt + 3]);
+    pa[kt][2] = attn::pack_bf16(s[8 * kt + 4], s[8 * kt + 5]);
+    pa[kt][3] = attn::pack_bf16(s[8 * kt + 6], s[8 * kt + 7]);
+  }
+}
+
+// Epilogue of a warp's 16 query rows: O / l in bf16. o is the P·V accumulator (rows g and g + 8
+// of the warp's 16, columns 8j + 2t, +1); l0, l1 the thread's partial row sums (summed over the
+// quad here; a row whose sum is 0 — every key masked — is written as zeros); out0 / out1 the
+// rows' output (D contiguous bf16), written only where ok0 / ok1.
+template <int D>
+__device__ __forceinline__ void store_o_rows(const float (&o)[D / 2], float l0, float l1,
+                                             __nv_bfloat16* out0, bool ok0, __nv_bfloat16* out1,
+                                             bool ok1, int t) {
+  l0 = attn::quad_sum(l0);
+  l1 = attn::quad_sum(l1);
+  const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    if (ok0)
+      *reinterpret_cast<uint32_t*>(out0 + 8 * j + 2 * t) =
+          attn::pack_bf16(o[4 * j] * i0, o[4 * j + 1] * i0);
+    if (ok1)
+      *reinterpret_cast<uint32_t*>(out1 + 8 * j + 2 * t) =
+          attn::pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+  }
+}
+
 #ifdef CEILING_WGMMA
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

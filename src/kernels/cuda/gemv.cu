@@ -46,10 +46,12 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // [M, N], k heads rotated and v heads as they are into the paged cache at the token's slot.
 // Occupancy: the M = 1 kernel with the RMSNorm input (the decode step's QKV and gate/up, with
 // their RoPE / SiLU epilogues) takes 71 registers unbounded: 7 CTAs (56 KB of weight loads in
-// flight) per SM; bounded to 9 CTAs it fits in 56 registers without spilling (the plain M = 1
-// kernel has 48: 10 CTAs).
+// flight) per SM; bounded to 9 CTAs of 128 threads (18 of 64) it fits in 56 registers without
+// spilling (the plain M = 1 kernel has 48: 10 CTAs). Four rows per CTA are left unbounded.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT>
-__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm ? 9 : 1)
+__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm && kRows == 2
+                                                ? 9 * 128 / kThreads
+                                                : 1)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                 const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
@@ -74,6 +76,20 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
                   : r < kHalf ? pair_row(min(n0 + r, half - 1), 0)
                               : pair_row(min(n0 + r - kHalf, half - 1), 1);
     wrow[r] = w + static_cast<int64_t>(n) * K;
+  }
+
+  // The RoPE epilogue's inputs (GemvRope: no kernel of the step writes them, like the weights)
+  // are read and the rotation's sin/cos computed before pdl_wait, by the thread that will rotate
+  // pair (m, j) = (threadIdx.x / kHalf, threadIdx.x % kHalf): off the kernel's tail.
+  float rope_sn = 0.0f, rope_cs = 1.0f;
+  int64_t rope_slot = -1;
+  if constexpr (kHalf > 0) {
+    const int m = threadIdx.x / kHalf, n = n0 + threadIdx.x % kHalf;
+    if (pairs && rope.D > 0 && m < M && n < half) {
+      sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[n % half_d], &rope_sn,
+              &rope_cs);
+      if (n / half_d >= rope.Hq) rope_slot = rope.slot_mapping[m];
+    }
   }
 
   float acc[kMaxM][kRows] = {};
@@ -192,16 +208,14 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
           }
           // RoPE (rotate-half) of (x_i, x_{i+D/2}) at the token's position, as rope_kv_write.
           const int head = n / half_d, e = n % half_d;
-          float sn, cs;
-          sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[e], &sn, &cs);
-          const float y1 = gb * cs - ub * sn, y2 = ub * cs + gb * sn;
+          const float y1 = gb * rope_cs - ub * rope_sn, y2 = ub * rope_cs + gb * rope_sn;
           if constexpr (std::is_same_v<OutT, bf16>) {
             if (head < rope.Hq) {
               store_out(out + static_cast<int64_t>(m) * N + ra, y1);
               store_out(out + static_cast<int64_t>(m) * N + rb, y2);
               continue;
             }
-            const int64_t slot = rope.slot_mapping[m];
+            const int64_t slot = rope_slot;
             if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size)
               continue;
             const bool is_k = head < rope.Hq + rope.Hkv;
@@ -313,6 +327,27 @@ bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf
   return true;
 }
 
+// M = 1 RMSNorm-input configurations the benchmark compares (gemv_fused_with_config): each CTA
+// reads all of x and γ besides its kRows weight rows, so at small K more rows per CTA cut that
+// L2 traffic per weight byte.
+bool dispatch_fused_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, const bf16* w,
+                           const bf16* bias, bf16* out, int N, int K, cudaStream_t s,
+                           cudaError_t* err) {
+  constexpr GemvInput kIn = GemvInput::kRmsNorm;
+  const auto is = [&](int t, int r, int u) {
+    return c.threads == t && c.rows == r && c.unroll == u;
+  };
+  if (is(128, 2, 2))
+    *err = launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(128, 4, 2))
+    *err = launch_fast<1, 4, 2, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(64, 2, 2))
+    *err = launch_fast<1, 2, 2, 64, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else
+    return false;
+  return true;
+}
+
 template <typename OutT>
 Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
            cudaStream_t s, const GemvConfig* cfg = nullptr) {
@@ -375,8 +410,9 @@ Status gemv(const bf16* x, const bf16* w, const bf16* bias, void* out, DType out
   }
 }
 
-Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16* bias, bf16* out,
-                  int M, int N, int K, cudaStream_t stream) {
+namespace {
+
+Status check_fused(const GemvFusion& f, const bf16* x, const bf16* w, int M, int N, int K) {
   if (M < 1 || M > kGemvMaxM)
     return Status::error("gemv_fused: M {} outside [1, {}] (use the unfused path)", M, kGemvMaxM);
   if (N <= 0 || K <= 0) return Status::error("gemv_fused: bad shape N {} K {}", N, K);
@@ -401,6 +437,14 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
         "gemv_fused: RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned "
         "norm weight",
         f.eps);
+  return Status();
+}
+
+}  // namespace
+
+Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16* bias, bf16* out,
+                  int M, int N, int K, cudaStream_t stream) {
+  CEILING_RETURN_IF_ERROR(check_fused(f, x, w, M, N, K));
   cudaError_t e = cudaSuccess;
   switch (f.input) {
     case GemvInput::kPlain:
@@ -410,6 +454,19 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
       e = dispatch_fused<GemvInput::kRmsNorm>(f, x, w, bias, out, M, N, K, stream);
       break;
   }
+  CEILING_CUDA_RETURN(e);
+  return Status();
+}
+
+Status gemv_fused_with_config(const GemvConfig& cfg, const GemvFusion& f, const bf16* x,
+                              const bf16* w, const bf16* bias, bf16* out, int N, int K,
+                              cudaStream_t stream) {
+  CEILING_RETURN_IF_ERROR(check_fused(f, x, w, 1, N, K));
+  if (f.input != GemvInput::kRmsNorm)
+    return Status::error("gemv_fused_with_config: only the RMS-norm input has configurations");
+  cudaError_t e = cudaSuccess;
+  if (!dispatch_fused_config(cfg, f, x, w, bias, out, N, K, stream, &e))
+    return Status::error("gemv_fused_with_config: {} not built", gemv_config_name(cfg));
   CEILING_CUDA_RETURN(e);
   return Status();
 }

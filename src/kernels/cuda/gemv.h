@@ -79,4 +79,10 @@ Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __n
                         const __nv_bfloat16* bias, void* out, DType out_dtype, int N, int K,
                         cudaStream_t stream);
 
+// Benchmark only: gemv_fused at M = 1 with the RMS-norm input and an explicit configuration.
+// Built: t128 r2 u2 (the default), t128 r4 u2, t64 r2 u2.
+Status gemv_fused_with_config(const GemvConfig& cfg, const GemvFusion& f, const __nv_bfloat16* x,
+                              const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* out,
+                              int N, int K, cudaStream_t stream);
+
 }  // namespace ceiling::cuda
