@@ -105,7 +105,10 @@ def kernel_section(name, run, img_dir, md_dir):
                f"(max {clk.get('sm_max_mhz')} / {clk.get('mem_max_mhz')})")
     out.append(f"- measured ceilings (this run): read {mc['read_gbps']:.0f} GB/s, bf16 GEMM 8192³ "
                f"{mc['bf16_gemm_tflops']:.0f} TFLOP/s, graph launch {mc['launch_graph_us']:.2f} µs/kernel, "
-               f"small kernel {mc['small_kernel_us']:.2f} µs")
+               f"small kernel {mc['small_kernel_us']:.2f} µs"
+               + (f", grid-wide fixed cost {mc['stream_fixed_us']:.2f} µs stream / "
+                  f"{mc['rw_fixed_us']:.2f} µs read-reduce-write"
+                  if "rw_fixed_us" in mc else ""))
     if run.get("baseline"):
         b = run["baseline"]
         out.append(f"- baseline: PyTorch {b.get('torch')} (CUDA {b.get('cuda')}), {b.get('method')}")

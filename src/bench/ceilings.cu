@@ -1,10 +1,14 @@
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/ceilings.h"
 #include "bench/device_util.h"
 #include "core/check.h"
+#include "hw/measured.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::bench {
 namespace {
@@ -45,6 +49,92 @@ __global__ void chase_kernel(const int* p, const int* q, int* sink) {
   const int i = p[threadIdx.x] & 0xffff;  // random data: any offset inside q's 256 KB window
   const int v = q[i];
   if (v == 0x7fc07fc0) sink[threadIdx.x] = v;
+}
+
+// ---- Grid-wide probes (FixedCosts) -----------------------------------------------------------
+// Shaped like the kernels whose fixed cost they stand for: 128 threads per CTA, 16-byte loads
+// that do not allocate in L1, four in flight per thread, many CTAs each taking a contiguous piece
+// and exiting. The stream probe is the M = 1 GEMV's (2 rows × 4096 bf16 = 16 KiB per CTA, two
+// rounds of loads); the rw probe is RMSNorm's at H = 4096 (one 8 KiB row per CTA in registers).
+//
+// PDL: each calls pdl_launch_dependents() first and pdl_wait() before its first load, although no
+// kernel writes what it reads. The kernels the probes stand for (norms, RoPE + KV write, SiLU,
+// attention) read activations the previous kernel wrote, so they wait first too and cannot overlap
+// their first loads with the predecessor's drain. A GEMV issues its first weight loads before
+// waiting, so it can come out somewhat under rw_fixed.
+constexpr int kProbeThreads = 128;
+constexpr int kProbeLoads = 4;                                            // per thread in flight
+constexpr size_t kProbeRound = size_t{kProbeThreads} * 16 * kProbeLoads;  // 8 KiB per CTA round
+constexpr int kStreamRounds = 2;
+constexpr size_t kStreamCtaBytes = kProbeRound * kStreamRounds;  // 16 KiB
+constexpr size_t kRwRowBytes = kProbeRound;                      // 8 KiB: 4096 bf16
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+// Reads its CTA's 16 KiB; the sink store is never taken (random bf16 in [-1, 1)).
+__global__ void __launch_bounds__(kProbeThreads)
+    stream_probe_kernel(const uint4* __restrict__ p, uint32_t* sink) {
+  cuda::detail::pdl_launch_dependents();
+  cuda::detail::pdl_wait();
+  const uint4* q = p + blockIdx.x * (kStreamCtaBytes / 16) + threadIdx.x;
+  uint32_t acc = 0;
+#pragma unroll 1
+  for (int r = 0; r < kStreamRounds; ++r, q += kProbeRound / 16) {
+    uint4 v[kProbeLoads];
+#pragma unroll
+    for (int u = 0; u < kProbeLoads; ++u) v[u] = load_stream(q + u * kProbeThreads);
+#pragma unroll
+    for (int u = 0; u < kProbeLoads; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x7fc07fc0u) sink[0] = acc;
+}
+
+// One row of 4096 bf16 per CTA: load, Σx² across the CTA (warp shuffles, then shared memory),
+// write the row times rsqrt(mean + eps): the stores depend on every load of the CTA.
+__global__ void __launch_bounds__(kProbeThreads)
+    rw_probe_kernel(const uint4* __restrict__ in, uint4* __restrict__ out) {
+  __shared__ float warp_ss[kProbeThreads / 32];
+  cuda::detail::pdl_launch_dependents();
+  cuda::detail::pdl_wait();
+  const size_t base = blockIdx.x * (kRwRowBytes / 16) + threadIdx.x;
+  uint4 v[kProbeLoads];
+#pragma unroll
+  for (int u = 0; u < kProbeLoads; ++u) v[u] = load_stream(in + base + u * kProbeThreads);
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kProbeLoads; ++u) {
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v[u]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(h[e]);
+      ss = fmaf(f.x, f.x, fmaf(f.y, f.y, ss));
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) warp_ss[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kProbeThreads / 32; ++w) total += warp_ss[w];
+  const float inv = rsqrtf(total / (kRwRowBytes / 2) + 1e-6f);
+#pragma unroll
+  for (int u = 0; u < kProbeLoads; ++u) {
+    uint4 o;
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v[u]);
+    auto* oh = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(h[e]);
+      oh[e] = __floats2bfloat162_rn(f.x * inv, f.y * inv);
+    }
+    out[base + u * kProbeThreads] = o;
+  }
 }
 
 template <typename F>
@@ -103,7 +193,164 @@ double graph_node_us(cudaStream_t s, int n, Launch&& launch, Flush&& flush) {
   return ms * 1e3 / n;
 }
 
+// Instantiated graphs, destroyed with the owner (a throw while timing leaks nothing).
+struct GraphExecs {
+  std::vector<cudaGraphExec_t> x;
+  ~GraphExecs() {
+    for (auto e : x) cudaGraphExecDestroy(e);
+  }
+};
+
+// Per-launch µs of `graphs` CUDA graphs of `launches` captured launches each (launch j of graph
+// g is enqueue(g · launches + j)), replayed round-robin back to back between events as
+// bench/timing.cpp replays a case's graphs: median replay time / launches.
+template <typename Enqueue>
+double chain_us(cudaStream_t s, int graphs, int launches, Enqueue&& enqueue) {
+  GraphExecs ge;
+  for (int g = 0; g < graphs; ++g) {
+    cudaGraph_t graph = nullptr;
+    CEILING_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int j = 0; j < launches; ++j) enqueue(g * launches + j);
+    } catch (...) {  // leave the stream usable: end the capture before the error propagates
+      if (cudaStreamEndCapture(s, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    CEILING_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t x = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&x, graph, 0);
+    cudaGraphDestroy(graph);
+    CEILING_CUDA_CHECK(e);
+    ge.x.push_back(x);
+  }
+  int next = 0;
+  auto replay = [&] { CEILING_CUDA_CHECK(cudaGraphLaunch(ge.x[next++ % graphs], s)); };
+  for (int i = 0; i < 3 * graphs; ++i) replay();  // upload and warm up every graph
+  return median_ms(20, s, replay) * 1e3 / launches;
+}
+
+// Launches per graph at a size whose pool holds `regions` copies: every copy once (the L2 never
+// holds what the next launch reads), at least 32 so that the replay's own cost (graph launch,
+// the first node's missing PDL overlap) is spread thin, at most 512 to keep capture short.
+int chain_launches(size_t regions) {
+  return static_cast<int>(std::clamp<size_t>(regions, 32, 512));
+}
+
+// The stream probe over `bytes` per launch, launch i reading copy i mod (pool / bytes).
+double stream_us(cudaStream_t s, const DeviceBuffer& pool, size_t bytes, uint32_t* sink, int graphs,
+                 int launches) {
+  const size_t regions = pool.bytes() / bytes;
+  const auto* p = pool.as<const uint4>();
+  const dim3 grid(static_cast<unsigned>(bytes / kStreamCtaBytes));
+  return chain_us(s, graphs, launches, [&](int i) {
+    CEILING_CUDA_CHECK(cuda::detail::launch_pdl(stream_probe_kernel, grid, dim3(kProbeThreads), 0,
+                                                s, p + (i % regions) * (bytes / 16), sink));
+  });
+}
+
+// The rw probe moving `bytes` per launch (half read, half written), launch i on the i-th pair of
+// half-size copies (input, output) mod what the pool holds.
+double rw_us(cudaStream_t s, const DeviceBuffer& pool, size_t bytes, int launches) {
+  const size_t half = bytes / 2, pairs = pool.bytes() / bytes;
+  auto* p = pool.as<uint4>();
+  const dim3 grid(static_cast<unsigned>(half / kRwRowBytes));
+  return chain_us(s, 1, launches, [&](int i) {
+    uint4* in = p + (i % pairs) * (bytes / 16);
+    CEILING_CUDA_CHECK(cuda::detail::launch_pdl(rw_probe_kernel, grid, dim3(kProbeThreads), 0, s,
+                                                static_cast<const uint4*>(in), in + half / 16));
+  });
+}
+
+// Least squares over the points; the method text ends with them, so a file that keeps only the
+// text (data/ceilings/) still lets the fit be checked.
+void fit(LaunchLine& l, std::string method) {
+  std::vector<std::pair<double, double>> xy;
+  for (const auto& p : l.points) xy.emplace_back(p.bytes, p.us * 1e-6);
+  const hw::LineFit f = hw::fit_fixed_plus_rate(xy);
+  l.fixed_us = f.fixed_s * 1e6;
+  l.gbps = f.bytes_per_s / 1e9;
+  method.append("; points (bytes: us per launch (launches per graph)):");
+  for (const auto& p : l.points)  // appends only: GCC 12 misreads "lit" + string&& (-Wrestrict)
+    method.append(" ")
+        .append(std::to_string(static_cast<size_t>(p.bytes)))
+        .append(": ")
+        .append(std::to_string(p.us))
+        .append(" (")
+        .append(std::to_string(p.launches))
+        .append(")");
+  l.method = std::move(method);
+}
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kProbeSizes[] = {1 * kMiB, 8 * kMiB, 32 * kMiB, 128 * kMiB, 256 * kMiB};
+constexpr size_t kLargest = 256 * kMiB;
+
+// How both probes are run, for their method strings.
+std::string probe_method(const char* kernel, size_t pool_bytes) {
+  std::string m = std::string(kernel) +
+                  "; CTAs of 128 threads, 16-byte ld.global.nc.L1::no_allocate loads, 4 in flight "
+                  "per thread; pdl_launch_dependents, then pdl_wait before the first load; sizes "
+                  "1, 8, 32, 128, 256 MiB, launches rotating over a ";
+  m += std::to_string(pool_bytes / kMiB);
+  m += " MiB random buffer (no launch reads what the L2 holds); a CUDA graph of max(32, copies) "
+       "back-to-back launch_pdl launches (at most 512), per launch = median of 20 replays / "
+       "launches; least-squares line per-launch time = fixed + bytes / rate";
+  return m;
+}
+
+LaunchLine stream_line(cudaStream_t s, const DeviceBuffer& pool, uint32_t* sink) {
+  LaunchLine l;
+  for (size_t b : kProbeSizes) {
+    const int n = chain_launches(pool.bytes() / b);
+    l.points.push_back({double(b), n, stream_us(s, pool, b, sink, 1, n)});
+  }
+  fit(l, probe_method("streaming read, grid = bytes / 16 KiB (each CTA its own contiguous 16 KiB, "
+                      "then exits)",
+                      pool.bytes()));
+  return l;
+}
+
+LaunchLine rw_line(cudaStream_t s, const DeviceBuffer& pool) {
+  LaunchLine l;
+  for (size_t b : kProbeSizes) {
+    const int n = chain_launches(pool.bytes() / b);
+    l.points.push_back({double(b), n, rw_us(s, pool, b, n)});
+  }
+  fit(l, probe_method("read -> block reduce -> write (RMSNorm-like), bytes = read + written, grid "
+                      "= bytes / 2 / 8 KiB (each CTA one 8 KiB row: sum of x^2 across the CTA "
+                      "through shared memory, then the row times rsqrt(mean) to another buffer)",
+                      pool.bytes()));
+  return l;
+}
+
 }  // namespace
+
+nlohmann::json LaunchLine::points_json() const {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : points)
+    a.push_back({{"bytes", p.bytes}, {"launches", p.launches}, {"us", p.us}});
+  return a;
+}
+
+FixedCosts measure_fixed_costs(cudaStream_t s) {
+  int dev = 0, l2 = 0;
+  CEILING_CUDA_CHECK(cudaGetDevice(&dev));
+  CEILING_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  // ≥ 4× the L2 and ≥ two copies of the largest size, a multiple of it (every size divides it).
+  const size_t want = std::max<size_t>(4 * size_t(l2), 2 * kLargest);
+  DeviceBuffer pool((want + kLargest - 1) / kLargest * kLargest), sink(64);
+  fill_uniform(pool.as<__nv_bfloat16>(), pool.bytes() / 2, 0xf1ed, -1.0f, 1.0f, s);
+  FixedCosts f;
+  f.stream = stream_line(s, pool, sink.as<uint32_t>());
+  f.rw = rw_line(s, pool);
+  // Two one-launch graphs alternating between two copies, as a case with runs_per_replay = 1.
+  const double single = stream_us(s, pool, kLargest, sink.as<uint32_t>(), 2, 1);
+  f.single_launch_extra_us = single - f.stream.points.back().us;
+  f.single_launch_method =
+      "diagnostic: the 256 MiB stream probe as the only launch of its graph (two graphs "
+      "alternating two copies, median of 20 replays) minus its per-launch time in the chain";
+  return f;
+}
 
 nlohmann::json MeasuredCeilings::to_json() const {
   return {{"read_gbps", read_gbps},
@@ -111,6 +358,13 @@ nlohmann::json MeasuredCeilings::to_json() const {
           {"launch_graph_us", launch_graph_us},
           {"small_kernel_us", small_kernel_us},
           {"round_trip_us", round_trip_us},
+          {"stream_fixed_us", fixed.stream.fixed_us},
+          {"stream_gbps", fixed.stream.gbps},
+          {"rw_fixed_us", fixed.rw.fixed_us},
+          {"rw_gbps", fixed.rw.gbps},
+          {"stream_points", fixed.stream.points_json()},
+          {"rw_points", fixed.rw.points_json()},
+          {"single_launch_extra_us", fixed.single_launch_extra_us},
           {"method",
            {{"read_gbps",
              "16-byte streaming loads over a 4 GiB random buffer, best of 3 grids, "
@@ -124,7 +378,12 @@ nlohmann::json MeasuredCeilings::to_json() const {
              "per node"},
             {"round_trip_us",
              "per-node time of a graph of 200 one-CTA kernels each reading a cold index and "
-             "then the cold element it names, minus small_kernel_us"}}}};
+             "then the cold element it names, minus small_kernel_us"},
+            {"stream_fixed_us", fixed.stream.method},
+            {"stream_gbps", fixed.stream.method},
+            {"rw_fixed_us", fixed.rw.method},
+            {"rw_gbps", fixed.rw.method},
+            {"single_launch_extra_us", fixed.single_launch_method}}}};
 }
 
 MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
@@ -191,6 +450,7 @@ MeasuredCeilings measure_ceilings(cudaStream_t s, size_t read_bytes) {
         evict);
     m.round_trip_us = std::max(0.0, chase_us - m.small_kernel_us);
   }
+  m.fixed = measure_fixed_costs(s);
   return m;
 }
 

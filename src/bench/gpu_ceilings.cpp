@@ -25,6 +25,9 @@ roofline::GpuCeilings gpu_ceilings(const nlohmann::json& dev, const MeasuredCeil
   g.launch_graph_s = m.launch_graph_us * 1e-6;
   g.kernel_floor_s = std::max(0.0, (m.small_kernel_us - m.launch_graph_us) * 1e-6);
   if (m.round_trip_us > 0) g.round_trip_s = m.round_trip_us * 1e-6;
+  // A non-positive intercept is noise, not a cost: left 0 (unknown), the floor formula applies.
+  g.stream_fixed_s = std::max(0.0, m.fixed.stream.fixed_us * 1e-6);
+  g.rw_fixed_s = std::max(0.0, m.fixed.rw.fixed_us * 1e-6);
   return g;
 }
 

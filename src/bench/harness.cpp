@@ -116,15 +116,20 @@ int run_kernel_bench(const BenchOptions& opt) {
   run["measured_ceilings"] = m.to_json();
   fmt::print(
       "measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel "
-      "{:.2f} us\n",
-      m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us);
+      "{:.2f} us, grid-wide fixed {:.2f} us stream / {:.2f} us rw ({:.0f} / {:.0f} GB/s)\n",
+      m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us,
+      m.fixed.stream.fixed_us, m.fixed.rw.fixed_us, m.fixed.stream.gbps, m.fixed.rw.gbps);
   const roofline::GpuCeilings gpu = gpu_ceilings(dev, m);
   run["roofline"] = {{"gpu_id", gpu.gpu_id},
                      {"layer", 2},
                      {"launch_graph_us", gpu.launch_graph_s * 1e6},
                      {"kernel_floor_us", gpu.kernel_floor_s * 1e6},
+                     {"round_trip_us", gpu.round_trip_s * 1e6},
+                     {"stream_fixed_us", gpu.stream_fixed_s * 1e6},
+                     {"rw_fixed_us", gpu.rw_fixed_s * 1e6},
                      {"fp32_tflops", gpu.fp32_flops / 1e12}};
   run["reps"] = opt.reps;
+  run["min_replay_us"] = TimingOptions{}.min_rep_us;
   const size_t rotate = 4 * l2_bytes();
   run["rotation_bytes"] = rotate;
 

@@ -30,6 +30,12 @@ double number(const json& j, const char* section, const char* key, const std::st
   return v;
 }
 
+// A number that older files lack: 0 when absent, else as strict as number() (positive).
+double optional_positive(const json& j, const char* section, const char* key,
+                         const std::string& origin) {
+  return j.contains(key) ? number(j, section, key, origin, false) : 0.0;
+}
+
 std::string text(const json& j, const char* key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
@@ -53,6 +59,10 @@ MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std
   m.launch_eager_s = number(c, "ceilings", "launch_eager_us", origin, false) * 1e-6;
   m.launch_graph_s = number(c, "ceilings", "launch_graph_us", origin, false) * 1e-6;
   m.small_kernel_s = number(c, "ceilings", "small_kernel_us", origin, false) * 1e-6;
+  m.stream_fixed_s = optional_positive(c, "ceilings", "stream_fixed_us", origin) * 1e-6;
+  m.stream_bw = optional_positive(c, "ceilings", "stream_gbps", origin) * 1e9;
+  m.rw_fixed_s = optional_positive(c, "ceilings", "rw_fixed_us", origin) * 1e-6;
+  m.rw_bw = optional_positive(c, "ceilings", "rw_gbps", origin) * 1e9;
 
   const json& d = object_field(j, "device", origin);
   m.device_name = text(d, "name");
@@ -104,12 +114,39 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
                    {"launch_eager_us", m.launch_eager_s * 1e6},
                    {"launch_graph_us", m.launch_graph_s * 1e6},
                    {"small_kernel_us", m.small_kernel_s * 1e6}};
+  // The grid-wide fits only when measured: a file without them reads back as "unknown".
+  auto optional = [&](const char* key, double v) {
+    if (v > 0) j["ceilings"][key] = v;
+  };
+  optional("stream_fixed_us", m.stream_fixed_s * 1e6);
+  optional("stream_gbps", m.stream_bw / 1e9);
+  optional("rw_fixed_us", m.rw_fixed_s * 1e6);
+  optional("rw_gbps", m.rw_bw / 1e9);
   json method = json::object();
   for (const auto& [k, v] : m.method) method[k] = v;
   j["provenance"] = {
       {"date", m.date},         {"driver", m.driver}, {"cuda_runtime", m.cuda_runtime},
       {"cublaslt", m.cublaslt}, {"tool", m.tool},     {"method", method}};
   return j.dump(2) + "\n";
+}
+
+LineFit fit_fixed_plus_rate(const std::vector<std::pair<double, double>>& pts) {
+  if (pts.size() < 2) fail("fit_fixed_plus_rate: needs two or more distinct sizes");
+  const double n = static_cast<double>(pts.size());
+  double sx = 0, sy = 0;
+  for (const auto& [x, y] : pts) {
+    sx += x;
+    sy += y;
+  }
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0;  // centred sums: no cancellation between 1e6 and 1e8-byte sizes
+  for (const auto& [x, y] : pts) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+  }
+  if (!(sxx > 0)) fail("fit_fixed_plus_rate: needs two or more distinct sizes");
+  const double slope = sxy / sxx;
+  return {my - slope * mx, slope > 0 ? 1.0 / slope : 0.0};
 }
 
 std::optional<std::filesystem::path> find_repo_file(const std::filesystem::path& relative) {

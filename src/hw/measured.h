@@ -7,15 +7,22 @@
 //   "device": {"name", "sm_count", "l2_bytes", "memory_bytes", "sm_clock_mhz", "mem_clock_mhz",
 //              "memory_bus_bits", "compute_capability"}
 //   "ceilings": {"read_gbps", "copy_gbps", "bf16_gemm_tflops", "fp8_gemm_tflops",
-//                "launch_eager_us", "launch_graph_us", "small_kernel_us"}
+//                "launch_eager_us", "launch_graph_us", "small_kernel_us",
+//                optional: "stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"}
 //   "provenance": {"date", "driver", "cuda_runtime", "cublaslt", "tool", "method": {...}}
 // copy_gbps counts bytes read plus bytes written. fp8_gemm_tflops may be 0 (no fp8 on the GPU).
+// The optional four are the lines fitted to grid-wide probes (per-launch time = fixed + bytes /
+// rate, src/bench/ceilings.h): a streaming read, and a read → reduce → write kernel whose bytes
+// and rate count reads plus writes. Files written before they existed lack them (0 = unknown);
+// when present they must be positive.
 #pragma once
 
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ceiling::hw {
 
@@ -38,6 +45,11 @@ struct MeasuredCeilings {
   double launch_eager_s = 0;   // per empty kernel, stream launches back to back
   double launch_graph_s = 0;   // per empty kernel, replayed from a CUDA graph
   double small_kernel_s = 0;   // per tiny memory-touching kernel in a graph (latency floor)
+  // Grid-wide probes, one line each (0 = not in the file).
+  double stream_fixed_s = 0;  // intercept of the streaming-read kernel's per-launch time
+  double stream_bw = 0;       // bytes/s, its slope's inverse
+  double rw_fixed_s = 0;      // intercept of the read → reduce → write kernel's per-launch time
+  double rw_bw = 0;           // bytes/s read + written, its slope's inverse
   // Provenance.
   std::string date;
   std::string driver;
@@ -52,6 +64,15 @@ struct MeasuredCeilings {
 MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std::string& origin);
 MeasuredCeilings load_measured_ceilings(const std::filesystem::path& file);
 std::string measured_ceilings_to_json(const MeasuredCeilings& m);
+
+// Least-squares line through (bytes, seconds) points: seconds = fixed_s + bytes / bytes_per_s.
+// bytes_per_s is 0 when the fitted slope is not positive. fixed_s may come out negative (noise);
+// callers decide what to keep. Throws ceiling::Error with fewer than two distinct sizes.
+struct LineFit {
+  double fixed_s = 0;
+  double bytes_per_s = 0;
+};
+LineFit fit_fixed_plus_rate(const std::vector<std::pair<double, double>>& bytes_seconds);
 
 // data/ceilings/<gpu_id>.json: looked up under $CEILING_DATA_DIR (if set), then under `data/`
 // in the current directory and its parents, then beside the running executable and its parents.

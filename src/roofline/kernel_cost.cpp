@@ -116,6 +116,8 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   c.launch_eager_s = m.launch_eager_s;
   c.launch_graph_s = m.launch_graph_s;
   c.kernel_floor_s = std::max(0.0, m.small_kernel_s - m.launch_graph_s);
+  c.stream_fixed_s = m.stream_fixed_s;  // 0 in files written before the grid-wide probes
+  c.rw_fixed_s = m.rw_fixed_s;
   return c;
 }
 
@@ -151,6 +153,32 @@ int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n) {
                  "gemm_tiles: invalid shape {}x{} or tile {}x{}", m, n, gpu.tile_m, gpu.tile_n);
   return ((m + gpu.tile_m - 1) / gpu.tile_m) * ((n + gpu.tile_n - 1) / gpu.tile_n);
 }
+
+namespace {
+
+// What a launched kernel pays beyond its bytes at the rate, before the graph launch is added.
+// Counted as overhead (latency) in the limiter, not as memory time.
+double launch_latency(const GpuCeilings& gpu, const KernelCost& k, double hbm_bytes) {
+  const double fixed = k.round_trips <= 1 ? gpu.stream_fixed_s : gpu.rw_fixed_s;
+  if (hbm_bytes > 0 && fixed > 0) {
+    // Measured grid-wide: the probe's intercept is its whole per-launch cost beyond bytes / rate
+    // (launch-to-first-byte, the first wave's ramp, the last wave's drain) and, since it is timed
+    // as a graph node, the node cost too. The launch term below adds launch_graph back, so it is
+    // taken out here: a memory-bound kernel costs exactly bytes / bw + fixed, and a compute-bound
+    // one still pays its launch. A third dependent phase and beyond (the embedding's gather after
+    // its index) is one round trip each: the rw probe has two.
+    return std::max(0.0, fixed - gpu.launch_graph_s) +
+           std::max(0, k.round_trips - 2) * gpu.round_trip_s;
+  }
+  // Without the grid-wide probes: the memory stream reaches its rate only after its first loads
+  // return (kernel_floor, a tiny read-only kernel's node time minus an empty one's), and each
+  // further dependent phase (stores after the loads they depend on, a gather after its index)
+  // adds one round trip.
+  return gpu.kernel_floor_s +
+         (hbm_bytes > 0 ? std::max(0, k.round_trips - 1) * gpu.round_trip_s : 0.0);
+}
+
+}  // namespace
 
 Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool cuda_graphs) {
   CEILING_ENSURE(
@@ -195,13 +223,7 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   const double work = std::max({comp2, mem2, comm2});
   double t = work;
   if (k.launches > 0) {
-    // A launched kernel's memory stream reaches its rate only after its first loads return
-    // (kernel_floor, measured with a tiny read-only kernel), and each further dependent phase
-    // (stores after the loads they depend on, a gather after its index) adds one round trip.
-    // Counted as overhead (latency) in the limiter, not as memory time.
-    const double latency =
-        gpu.kernel_floor_s +
-        (p.hbm_bytes > 0 ? std::max(0, k.round_trips - 1) * gpu.round_trip_s : 0.0);
+    const double latency = launch_latency(gpu, k, p.hbm_bytes);
     t = std::max({comp2, mem2 + latency, comm2}) + k.launches * gpu.launch_graph_s;
     if (!cuda_graphs) t = std::max(t, k.launches * gpu.launch_eager_s);
   }

@@ -4,7 +4,8 @@
 //   Layer 1 (pure roofline): max(flops / peak(math), bytes / bandwidth, nvlink_bytes / link_bw).
 //   Layer 2 (schedule):      layer 1 with achievable (not datasheet) rates, wave quantization of
 //                            output tiles over the SMs, reads served from L2 when they fit, a
-//                            small-kernel floor, and the launch cost (eager vs CUDA graph).
+//                            fixed per-launch cost (measured grid-wide, else a small-kernel
+//                            floor), and the launch cost (eager vs CUDA graph).
 //
 // Every parameter of layer 2 is a named field of GpuCeilings with its source (see
 // docs/roofline.md). The kernel benchmarks call predict() with the same KernelCost they count for
@@ -45,13 +46,19 @@ struct GpuCeilings {
   double nvlink_bw = 0;   // bytes/s per direction (datasheet total / 2); 0 = no NVLink
 
   // Layer-2 parameters (named and sourced in docs/roofline.md).
-  double bw_efficiency = 1;         // achievable / peak bandwidth
-  double compute_efficiency = 1;    // achievable / peak tensor rate
-  double nvlink_efficiency = 1;     // achievable / peak NVLink rate (all-reduce bus bandwidth)
-  double launch_eager_s = 0;        // per kernel launched eagerly (host launch rate bound)
-  double launch_graph_s = 0;        // per kernel node replayed from a CUDA graph
-  double kernel_floor_s = 0;        // a kernel that touches memory takes at least this long
-  double round_trip_s = 0;          // one more dependent device-memory round trip in a kernel
+  double bw_efficiency = 1;       // achievable / peak bandwidth
+  double compute_efficiency = 1;  // achievable / peak tensor rate
+  double nvlink_efficiency = 1;   // achievable / peak NVLink rate (all-reduce bus bandwidth)
+  double launch_eager_s = 0;      // per kernel launched eagerly (host launch rate bound)
+  double launch_graph_s = 0;      // per kernel node replayed from a CUDA graph
+  double kernel_floor_s = 0;      // a kernel that touches memory takes at least this long
+  double round_trip_s = 0;        // one more dependent device-memory round trip in a kernel
+  // Fixed per-launch cost of a grid-wide kernel that moves device memory: the intercept of
+  // per-launch time against bytes, measured (in a graph of back-to-back PDL launches, so the node
+  // cost is in it) with a streaming-read kernel (stream) and a read → reduce → write kernel (rw).
+  // 0 = unknown (datasheet ceilings, older measured files): layer 2 falls back to kernel_floor.
+  double stream_fixed_s = 0;
+  double rw_fixed_s = 0;
   double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
@@ -85,8 +92,10 @@ struct KernelCost {
   // Dependent device-memory phases on the kernel's critical path: accesses that cannot issue
   // before an earlier phase's loads return. A read-only kernel has 1; a kernel that loads, then
   // stores what it computed (a GEMV, a norm, an elementwise op) 2; one that first reads an index
-  // (embedding's token ids) 3. Layer 2 adds kernel_floor (the first phase, measured with a tiny
-  // read-only kernel) + (round_trips − 1) · round_trip_s to the memory time.
+  // (embedding's token ids) 3. Layer 2 adds to the memory time the measured fixed cost of a
+  // grid-wide kernel of that structure (stream_fixed for ≤ 1, rw_fixed for ≥ 2) plus
+  // max(0, round_trips − 2) · round_trip_s; without those measurements, kernel_floor (a tiny
+  // read-only kernel) + (round_trips − 1) · round_trip_s.
   int round_trips = 1;
   double nvlink_bytes = 0;  // bytes each GPU sends per direction over NVLink (collectives)
   bool collective = false;  // an NVLink collective: pays allreduce_latency_s in layer 2

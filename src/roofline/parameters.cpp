@@ -55,6 +55,18 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
       "one more dependent cold read inside a kernel: measured by `ceiling bench` at the start of "
       "each run (a graph of one-CTA kernels reading an index, then the element it names, minus "
       "the one-read kernel); assumed 0.7 us (about Hopper's loaded HBM latency) otherwise");
+  const auto fixed = [&](const char* name, double v, const char* kernel) {
+    add(name, v > 0 ? fmt::format("{:.2f}", v * 1e6) : "unknown",
+        v > 0 ? fmt::format("measured: intercept of per-launch time against bytes of a grid-wide "
+                            "{} kernel, back-to-back PDL launches in a CUDA graph (its graph node "
+                            "included: a memory-bound kernel costs bytes / bandwidth + this); "
+                            "replaces kernel_floor",
+                            kernel)
+              : std::string("not measured for these ceilings (`ceiling bench` and newer "
+                            "`ceiling probe` files measure it); kernel_floor applies instead"));
+  };
+  fixed("stream_fixed_us", g.stream_fixed_s, "streaming-read (round_trips <= 1)");
+  fixed("rw_fixed_us", g.rw_fixed_s, "read -> block reduce -> write (round_trips >= 2)");
   add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
       "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
   add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -35,6 +37,10 @@ MeasuredCeilings sample() {
   m.launch_eager_s = 3e-6 * u(rng);
   m.launch_graph_s = 1e-6 * u(rng);
   m.small_kernel_s = 2e-6 * u(rng);
+  m.stream_fixed_s = 3e-6 * u(rng);
+  m.stream_bw = 3.0e12 * u(rng);
+  m.rw_fixed_s = 3e-6 * u(rng);
+  m.rw_bw = 3.0e12 * u(rng);
   m.date = "2026-11-21T00:00:00Z";
   m.driver = "580.159.04";
   m.cuda_runtime = "13.0";
@@ -60,6 +66,10 @@ TEST(Measured, JsonRoundTripKeepsEveryField) {
   EXPECT_NEAR(r.launch_eager_s / m.launch_eager_s, 1, 1e-12);
   EXPECT_NEAR(r.launch_graph_s / m.launch_graph_s, 1, 1e-12);
   EXPECT_NEAR(r.small_kernel_s / m.small_kernel_s, 1, 1e-12);
+  EXPECT_NEAR(r.stream_fixed_s / m.stream_fixed_s, 1, 1e-12);
+  EXPECT_NEAR(r.stream_bw / m.stream_bw, 1, 1e-12);
+  EXPECT_NEAR(r.rw_fixed_s / m.rw_fixed_s, 1, 1e-12);
+  EXPECT_NEAR(r.rw_bw / m.rw_bw, 1, 1e-12);
   EXPECT_EQ(r.date, m.date);
   EXPECT_EQ(r.driver, m.driver);
   EXPECT_EQ(r.method.at("read_gbps"), "test");
@@ -92,6 +102,66 @@ TEST(Measured, BadFilesFailNamingTheField) {
   EXPECT_NO_THROW(parse_measured_ceilings(j.dump(), "f.json"));
   j.erase("provenance");
   expect_fail(j.dump(), "provenance");
+}
+
+// Files written before the grid-wide probes lack their four fields: they read as 0 (unknown),
+// and a file is written without them when they were not measured.
+TEST(Measured, GridWideFieldsAreOptional) {
+  nlohmann::json j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"}) {
+    ASSERT_TRUE(j["ceilings"].contains(k)) << k;
+    j["ceilings"].erase(k);
+  }
+  const MeasuredCeilings old = parse_measured_ceilings(j.dump(), "old.json");
+  EXPECT_EQ(old.stream_fixed_s, 0);
+  EXPECT_EQ(old.stream_bw, 0);
+  EXPECT_EQ(old.rw_fixed_s, 0);
+  EXPECT_EQ(old.rw_bw, 0);
+  const nlohmann::json again = nlohmann::json::parse(measured_ceilings_to_json(old));
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"})
+    EXPECT_FALSE(again["ceilings"].contains(k)) << k;
+}
+
+TEST(Measured, BadGridWideFieldsFailNamingTheField) {
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"}) {
+    for (const nlohmann::json& bad : {nlohmann::json(-2.5), nlohmann::json(0),
+                                      nlohmann::json("2.5"), nlohmann::json(nullptr)}) {
+      nlohmann::json j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
+      j["ceilings"][k] = bad;
+      try {
+        parse_measured_ceilings(j.dump(), "f.json");
+        ADD_FAILURE() << "expected an error for " << k << " = " << bad.dump();
+      } catch (const ceiling::Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("ceilings.") + k), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("f.json"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST(Measured, FitsFixedCostPlusRate) {
+  // Exact points on t = 2.5 us + bytes / 4.5e12.
+  std::vector<std::pair<double, double>> pts;
+  for (double mib : {1, 8, 32, 128, 256}) {
+    const double b = mib * 1048576;
+    pts.emplace_back(b, 2.5e-6 + b / 4.5e12);
+  }
+  LineFit f = fit_fixed_plus_rate(pts);
+  EXPECT_NEAR(f.fixed_s, 2.5e-6, 1e-15);
+  EXPECT_NEAR(f.bytes_per_s / 4.5e12, 1, 1e-9);
+  // Noise of ±0.1 us around the line moves the intercept by about that much, not more.
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> noise(-0.1e-6, 0.1e-6);
+  for (auto& [b, t] : pts) t += noise(rng);
+  f = fit_fixed_plus_rate(pts);
+  EXPECT_NEAR(f.fixed_s, 2.5e-6, 0.2e-6);
+  EXPECT_NEAR(f.bytes_per_s / 4.5e12, 1, 0.01);
+  // A falling line has no rate; too few or identical sizes have no line.
+  f = fit_fixed_plus_rate({{1e6, 3e-6}, {2e6, 2e-6}});
+  EXPECT_EQ(f.bytes_per_s, 0);
+  EXPECT_THROW(fit_fixed_plus_rate({{1e6, 3e-6}}), ceiling::Error);
+  EXPECT_THROW(fit_fixed_plus_rate({{1e6, 3e-6}, {1e6, 4e-6}}), ceiling::Error);
 }
 
 TEST(Measured, FindsFilesUnderCeilingDataDir) {

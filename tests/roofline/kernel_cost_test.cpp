@@ -192,6 +192,119 @@ TEST(KernelCost, MeasuredCeilingsOverrideTheDatasheet) {
   }
 }
 
+// The grid-wide probes' intercepts (stream for round_trips ≤ 1, rw for ≥ 2) replace kernel_floor
+// and the first extra round trip; the graph launch is part of the intercept, so a memory-bound
+// kernel costs exactly bytes / bw + fixed.
+TEST(KernelCost, GridWideFixedCostsReplaceTheFloor) {
+  GpuCeilings g = ceilings_for("h200", false);
+  g.launch_graph_s = 0.5e-6;
+  g.launch_eager_s = 3.1e-6;
+  g.kernel_floor_s = 0.3e-6;
+  g.round_trip_s = 0.26e-6;
+  g.stream_fixed_s = 2.5e-6;
+  g.rw_fixed_s = 3.1e-6;
+  const double bw = g.mem_bw * g.bw_efficiency;
+  KernelCost k;
+  k.bytes = 117e6;
+  const double mem2 = 117e6 / bw;
+  auto t = [&](int round_trips, bool graphs = true) {
+    k.round_trips = round_trips;
+    return predict(g, k, DType::kBF16, graphs).time_predicted_s;
+  };
+  EXPECT_NEAR(t(1), mem2 + (2.5e-6 - 0.5e-6) + 0.5e-6, 1e-15);
+  EXPECT_NEAR(t(0), mem2 + 2.5e-6, 1e-15);
+  EXPECT_NEAR(t(2), mem2 + (3.1e-6 - 0.5e-6) + 0.5e-6, 1e-15);
+  EXPECT_NEAR(t(3), mem2 + 3.1e-6 + 1 * 0.26e-6, 1e-15);  // the embedding: one more round trip
+  EXPECT_NEAR(t(5), mem2 + 3.1e-6 + 3 * 0.26e-6, 1e-15);
+  // A decode-sized kernel: the fixed cost is nearly all of it, and is overhead.
+  k.bytes = 40960;
+  k.round_trips = 2;
+  const Prediction tiny = predict(g, k, DType::kF32);
+  EXPECT_NEAR(tiny.time_predicted_s, 40960 / bw + 3.1e-6, 1e-15);
+  EXPECT_EQ(tiny.limiter, Limiter::kOverhead);
+  EXPECT_NEAR(t(2, false), std::max(40960 / bw + 3.1e-6, 3.1e-6), 1e-15);  // eager: launch rate
+  // A compute-bound kernel hides the fixed cost under its math but still pays its launch.
+  k.bytes = 1e6;
+  k.flops = g.bf16_flops * g.compute_efficiency * 1e-3;  // one millisecond
+  EXPECT_NEAR(t(2), 1e-3 + 0.5e-6, 1e-12);
+  k.flops = 0;
+  // An intercept below the graph launch is not a negative latency.
+  g.rw_fixed_s = 0.2e-6;
+  EXPECT_NEAR(t(2), 1e6 / bw + 0.5e-6, 1e-15);
+  // Nothing from device memory (all of it an L2 hit): the floor formula, no fixed cost.
+  k.l2_reuse_bytes = k.bytes;
+  EXPECT_NEAR(t(2), 0.3e-6 + 0.5e-6, 1e-15);
+  k.l2_reuse_bytes = 0;
+  // Only the other line known: the floor formula for this kernel.
+  g.rw_fixed_s = 0;
+  EXPECT_NEAR(t(2), 1e6 / bw + 0.3e-6 + 0.26e-6 + 0.5e-6, 1e-15);
+  EXPECT_NEAR(t(1), 1e6 / bw + 2.5e-6, 1e-15);
+}
+
+TEST(KernelCost, UnknownFixedCostsKeepTheFloorFormula) {
+  const GpuCeilings g = ceilings_for("h200", false);
+  EXPECT_EQ(g.stream_fixed_s, 0);
+  EXPECT_EQ(g.rw_fixed_s, 0);
+  const Layer2Defaults& d = layer2_defaults();
+  KernelCost k;
+  k.bytes = 117e6;
+  const double mem2 = 117e6 / (g.mem_bw * d.bw_efficiency);
+  for (int rt : {1, 2, 3}) {
+    k.round_trips = rt;
+    EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s,
+                mem2 + d.kernel_floor_s + (rt - 1) * d.round_trip_s + d.launch_graph_s, 1e-15);
+  }
+  // The parameter list says they are unknown.
+  int rows = 0;
+  for (const ParameterDoc& p : describe_parameters(g)) {
+    if (p.name == "stream_fixed_us" || p.name == "rw_fixed_us") {
+      EXPECT_EQ(p.value, "unknown");
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 2);
+}
+
+TEST(KernelCost, MeasuredFileCarriesTheFixedCosts) {
+  namespace fs = std::filesystem;
+  hw::MeasuredCeilings m;
+  m.gpu_id = "h200";
+  m.device_name = "NVIDIA H200";
+  m.sm_count = 132;
+  m.l2_bytes = 60 * 1048576.0;
+  m.memory_bytes = 150e9;
+  m.read_bw = 4.65e12;
+  m.copy_bw = 4.2e12;
+  m.bf16_gemm_flops = 800e12;
+  m.fp8_gemm_flops = 1400e12;
+  m.launch_eager_s = 3.1e-6;
+  m.launch_graph_s = 0.5e-6;
+  m.small_kernel_s = 1.3e-6;
+  m.stream_fixed_s = 2.4e-6;
+  m.stream_bw = 4.55e12;
+  m.rw_fixed_s = 2.7e-6;
+  m.rw_bw = 4.1e12;
+  m.date = "2026-11-23T00:00:00Z";
+  const fs::path f =
+      fs::temp_directory_path() / ("ceil-" + std::to_string(std::random_device{}()) + ".json");
+  { std::ofstream(f) << hw::measured_ceilings_to_json(m); }
+  const GpuCeilings g = ceilings_from_file("h200", f.string());
+  fs::remove(f);
+  EXPECT_NEAR(g.stream_fixed_s, 2.4e-6, 1e-15);
+  EXPECT_NEAR(g.rw_fixed_s, 2.7e-6, 1e-15);
+  // The rates stay the 4 GiB read ceiling: only the fixed terms are new.
+  EXPECT_NEAR(g.mem_bw, 4.65e12, 1e-3);
+  KernelCost k;
+  k.bytes = 235e6;
+  k.round_trips = 2;
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, 235e6 / 4.65e12 + 2.7e-6, 1e-12);
+  for (const ParameterDoc& p : describe_parameters(g)) {
+    if (p.name == "rw_fixed_us") {
+      EXPECT_EQ(p.value, "2.70");
+    }
+  }
+}
+
 TEST(KernelCost, DeviceNameLookup) {
   EXPECT_EQ(gpu_id_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm");
   EXPECT_EQ(gpu_id_for_device("NVIDIA H200"), "h200");
