@@ -75,7 +75,7 @@ TEST(AttentionDecode, SplitLengths) {
   ATTN_REQUIRE_GPU();
   // One-tile splits (warps without a tile), the default and long minimum splits, around the
   // lengths where the split count changes.
-  for (int min_split : {16, 0, 256})
+  for (int min_split : {16, 64, 0})
     for (int d : {64, 128}) {
       AttentionSpec s =
           decode({1, 15, 16, 17, 63, 64, 127, 128, 129, 200, 255, 256, 257, 1000}, 32, 8, d, 16);
@@ -144,12 +144,12 @@ TEST(AttentionDecode, PlanSplitsOnlySmallBatches) {
   EXPECT_EQ(plan.workspace_bytes, 0u);
   ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 32768}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 16);  // 8 KV heads × 16 splits: one CTA per SM, whole wave
-  EXPECT_EQ(plan.min_split_tokens, 64);
+  EXPECT_EQ(plan.min_split_tokens, 256);
   EXPECT_GT(plan.workspace_bytes, 0u);
-  // A bound of 200 tokens allows 3 splits of ≥ 64; a minimum of 256 allows none.
-  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 200}, 132, &plan).ok());
+  // A bound of 1000 tokens allows 3 splits of ≥ 256; a minimum of 1024 allows none.
+  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 1000}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 3);
-  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 200, 256}, 132, &plan).ok());
+  ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 1000, 1024}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 1);
   EXPECT_EQ(plan.workspace_bytes, 0u);
   const Status st = cuda::plan_decode_attention({1, 32, 8, 128, 16, 200, 40}, 132, &plan);

@@ -426,9 +426,10 @@ void register_attention_cases(CaseList& out) {
   }
   // Batch 1 at a short context, as in the decode step of the latency benchmark (Llama-3.1-8B
   // and -3.2-1B attention shapes), with the plan sized for a long one as a captured graph's is;
-  // the 256-token minimum split is the comparison (one CTA per KV head at this context).
+  // 64-token splits (one tile per warp, 4 splits) are the comparison to the default (one CTA per
+  // KV head at this context).
   for (int d : {128, 64})
-    for (int min_split : {0, 256}) {
+    for (int min_split : {0, 64}) {
       AttentionSpec s = uniform(true, 1, 1, 256, 32, 8, d, 16);
       s.plan_max_seq_len = 8192;
       s.plan_min_split_tokens = min_split;

@@ -58,7 +58,7 @@ struct DecodeShape {
   int head_dim = 0;      // D
   int block_size = 0;
   int max_seq_len = 0;  // upper bound of seq_lens[s] the plan is sized for
-  // Shortest KV split (a multiple of 16); 0 = the library's choice (64: a tile per warp).
+  // Shortest KV split (a multiple of 16); 0 = the library's choice (256, measured).
   int min_split_tokens = 0;
 };
 

@@ -5,8 +5,8 @@
 // a sequence may take (enough to fill the SMs in one wave, none when the batch already does); each
 // CTA derives its sequence's own split count from the sequence's length — at least
 // min_split_tokens (one 16-token tile per warp) per split — so a captured graph serves short and
-// long contexts alike: at 256 tokens, batch 1, 8 KV heads, 4 splits of 64 (32 CTAs) instead of one
-// CTA per head walking 16 tiles. The query heads sharing a KV
+// long contexts alike (a plan sized for max_seq_len no longer fixes the split length). The query
+// heads sharing a KV
 // head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so every K/V byte is
 // loaded once per group and the dot products run on tensor cores. Each of the 4 warps walks its
 // own 16-token tiles (tile i of the split goes to warp i % 4) through a private 3-stage cp.async
@@ -42,8 +42,11 @@ constexpr int kStages = 3;  // cp.async stages per warp
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
 // and fewer splits mean a shorter merge.
 constexpr int kSplitSlotsPerSm = 1;
-// Default shortest split: one 16-token tile per warp.
-constexpr int kMinSplitTokens = kWarps * kTile;
+// Default shortest split. Measured on an H100 (batch 1, 8 KV heads, ctx 256, bench r9): one split
+// per head (8 CTAs, 4 tiles per warp) 5.07 µs against 6.23 µs for 4 splits of 64 (one tile per
+// warp): the partial stores, the arrival atomic and the merge's L2 round trips cost more than the
+// three tile loads per warp they save.
+constexpr int kMinSplitTokens = 256;
 
 struct DecodeParams {
   const __nv_bfloat16* q;  // [S, Hq, D]
