@@ -1,10 +1,9 @@
 #include "tokenizer/pre_tokenizer.h"
 
-#include <utf8proc.h>
-
 #include <algorithm>
 #include <functional>
 
+#include "tokenizer/punctuation_table.h"
 #include "tokenizer/utf8.h"
 
 namespace ceiling::tok {
@@ -226,22 +225,15 @@ class CharSplit final : public PreTokenizer {
   SplitBehavior behavior_;
 };
 
+// What tokenizers calls punctuation: ASCII !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~, and its own
+// (pre-Unicode 9) table above 0x7F — not utf8proc's current categories (punctuation_table.h).
 bool is_punctuation(char32_t c) {
   if (c < 0x80)
     return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
            (c >= 0x7B && c <= 0x7E);
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_PC:
-    case UTF8PROC_CATEGORY_PD:
-    case UTF8PROC_CATEGORY_PS:
-    case UTF8PROC_CATEGORY_PE:
-    case UTF8PROC_CATEGORY_PI:
-    case UTF8PROC_CATEGORY_PF:
-    case UTF8PROC_CATEGORY_PO:
-      return true;
-    default:
-      return false;
-  }
+  const auto it = std::upper_bound(kHfPunctuation.begin(), kHfPunctuation.end(), c,
+                                   [](char32_t v, const CodeRange& r) { return v < r.first; });
+  return it != kHfPunctuation.begin() && c <= std::prev(it)->last;
 }
 
 class Sequence final : public PreTokenizer {

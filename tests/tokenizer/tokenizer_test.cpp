@@ -142,6 +142,24 @@ TEST(Tokenizer, ConfigVariants) {
   EXPECT_EQ(c.bos_id(), 1);  // from the post-processor template
 }
 
+// tokenizers' punctuation is its own pre-Unicode-9 table, not today's P* categories: U+061D,
+// U+2E4F and U+11C41 (punctuation since Unicode 14, 11 and 9) do not split a word, U+166D and
+// U+111C9 (no longer punctuation) do. With "##" continuation pieces a split shows as "a" (1)
+// where an unsplit word has "##a" (2). Expected ids: HF tokenizers 0.23.3 on this JSON.
+TEST(Tokenizer, PunctuationIsTokenizersTable) {
+  const Tokenizer t = Tokenizer::from_json(
+      R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+          "pre_tokenizer": {"type": "Punctuation", "behavior": "Isolated"},
+          "post_processor": null, "decoder": null,
+          "model": {"type": "BPE", "dropout": null, "unk_token": "[UNK]",
+                    "continuing_subword_prefix": "##", "end_of_word_suffix": null,
+                    "fuse_unk": false, "byte_fallback": false,
+                    "vocab": {"[UNK]": 0, "a": 1, "##a": 2}, "merges": []}})");
+  const std::string text = "a\u061da a\u2e4fa a\U00011c41a a\u166da a\u00bfa a\U000111c9a a!a";
+  EXPECT_EQ(t.encode(text, false),
+            (Ids{1, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 1, 0, 2, 0, 1, 0, 2, 0, 1, 0, 2, 0, 1}));
+}
+
 TEST(Tokenizer, RunawayGrowthIsAnErrorNotAnOutOfMemory) {
   json doc = test::tiny_bytelevel();
   json doubling = json::array();
