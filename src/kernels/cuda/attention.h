@@ -80,8 +80,8 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
 // zeroed again, so reuse across runs, graphs and plans of the same size needs no further call.
 Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream);
 
-// q, out [S, Hq, D] bf16; seq_lens [S] (≥ 1; a 0 gives zeros; ≤ plan.max_seq_len for the planned
-// speed; longer ones are still correct, the last split takes the rest); block_tables [S,
+// q, out [S, Hq, D] bf16; seq_lens [S] (≥ 1; a 0 gives zeros; any length is correct: a sequence
+// longer than plan.max_seq_len gets longer splits, not more); block_tables [S,
 // max_blocks]; workspace: device buffer of plan.workspace_bytes (may be null when that is 0).
 Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
                             const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,

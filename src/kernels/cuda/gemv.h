@@ -80,7 +80,8 @@ Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __n
                         cudaStream_t stream);
 
 // Benchmark only: gemv_fused at M = 1 with the RMS-norm input and an explicit configuration.
-// Built: t128 r2 u2 (the default), t128 r4 u2, t64 r2 u2.
+// Built: t128 r2 u2, t128 r4 u2, t64 r2 u2 (gemv_fused dispatches t128r2u2, and for the RoPE
+// epilogue t128r4u2 at K ≥ 4096, t64r2u2 below).
 Status gemv_fused_with_config(const GemvConfig& cfg, const GemvFusion& f, const __nv_bfloat16* x,
                               const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* out,
                               int N, int K, cudaStream_t stream);
