@@ -18,7 +18,36 @@ using namespace ceiling::roofline;
 
 namespace {
 constexpr double kRel = 1e-9;  // closed-form arithmetic: only rounding error allowed
+
+// Measured ceilings of an H100-like device (bf16 and fp8 at 0.8 and 0.7 of the datasheet's
+// 989.4 and 1978.9), to be overridden field by field.
+hw::MeasuredCeilings measured_base(const std::string& gpu_id, const std::string& device_name) {
+  hw::MeasuredCeilings m;
+  m.gpu_id = gpu_id;
+  m.device_name = device_name;
+  m.sm_count = 132;
+  m.l2_bytes = 50 * 1048576.0;
+  m.memory_bytes = 85520809984;
+  m.read_bw = 3.0e12;
+  m.copy_bw = 3.0e12;
+  m.bf16_gemm_flops = 791.5e12;
+  m.fp8_gemm_flops = 1385.2e12;
+  m.launch_eager_s = 2.5e-6;
+  m.launch_graph_s = 1.0e-6;
+  m.small_kernel_s = 2.2e-6;
+  m.date = "2026-11-21T00:00:00Z";
+  return m;
 }
+
+// `m` written as a measured-ceilings file at a fresh temporary path (the caller removes it).
+std::filesystem::path write_measured(const hw::MeasuredCeilings& m) {
+  const std::filesystem::path f = std::filesystem::temp_directory_path() /
+                                  ("ceil-" + std::to_string(std::random_device{}()) + ".json");
+  std::ofstream(f) << hw::measured_ceilings_to_json(m);
+  return f;
+}
+
+}  // namespace
 
 TEST(KernelCost, MemoryBoundKernelHandWorked) {
   const GpuCeilings g = ceilings_for("h100-sxm", false);
@@ -145,23 +174,10 @@ TEST(KernelCost, RidgePoints) {
 
 TEST(KernelCost, MeasuredCeilingsOverrideTheDatasheet) {
   namespace fs = std::filesystem;
-  hw::MeasuredCeilings m;
-  m.gpu_id = "h100-sxm";
-  m.device_name = "NVIDIA H100 80GB HBM3";
-  m.sm_count = 132;
-  m.l2_bytes = 50 * 1048576.0;
-  m.memory_bytes = 85520809984;
+  hw::MeasuredCeilings m = measured_base("h100-sxm", "NVIDIA H100 80GB HBM3");
   std::mt19937 rng(std::random_device{}());
   m.read_bw = std::uniform_real_distribution<double>(2.9e12, 3.1e12)(rng);
-  m.copy_bw = 3.0e12;
-  m.bf16_gemm_flops = 791.5e12;  // 0.8 of the datasheet's 989.4
-  m.fp8_gemm_flops = 1385.2e12;  // 0.7 of 1978.9
-  m.launch_eager_s = 2.5e-6;
-  m.launch_graph_s = 1.0e-6;
-  m.small_kernel_s = 2.2e-6;
-  m.date = "2026-11-21T00:00:00Z";
-  const fs::path f = fs::temp_directory_path() / ("ceil-" + std::to_string(rng()) + ".json");
-  { std::ofstream(f) << hw::measured_ceilings_to_json(m); }
+  const fs::path f = write_measured(m);
   const GpuCeilings g = ceilings_from_file("h100-sxm", f.string());
   EXPECT_TRUE(g.measured);
   EXPECT_NEAR(g.mem_bw, m.read_bw, 1e-3);
@@ -267,27 +283,14 @@ TEST(KernelCost, UnknownFixedCostsKeepTheFloorFormula) {
 
 TEST(KernelCost, MeasuredFileCarriesTheFixedCosts) {
   namespace fs = std::filesystem;
-  hw::MeasuredCeilings m;
-  m.gpu_id = "h200";
-  m.device_name = "NVIDIA H200";
-  m.sm_count = 132;
-  m.l2_bytes = 60 * 1048576.0;
-  m.memory_bytes = 150e9;
+  hw::MeasuredCeilings m = measured_base("h200", "NVIDIA H200");
   m.read_bw = 4.65e12;
-  m.copy_bw = 4.2e12;
-  m.bf16_gemm_flops = 800e12;
-  m.fp8_gemm_flops = 1400e12;
-  m.launch_eager_s = 3.1e-6;
   m.launch_graph_s = 0.5e-6;
-  m.small_kernel_s = 1.3e-6;
   m.stream_fixed_s = 2.4e-6;
   m.stream_bw = 4.55e12;
   m.rw_fixed_s = 2.7e-6;
   m.rw_bw = 4.1e12;
-  m.date = "2026-11-23T00:00:00Z";
-  const fs::path f =
-      fs::temp_directory_path() / ("ceil-" + std::to_string(std::random_device{}()) + ".json");
-  { std::ofstream(f) << hw::measured_ceilings_to_json(m); }
+  const fs::path f = write_measured(m);
   const GpuCeilings g = ceilings_from_file("h200", f.string());
   fs::remove(f);
   EXPECT_NEAR(g.stream_fixed_s, 2.4e-6, 1e-15);
