@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <memory>
+#include <vector>
 
 #include "ceiling/command.h"
 #include "core/status.h"
@@ -22,17 +23,20 @@ namespace ceiling::cli {
 namespace {
 
 #if defined(HAVE_CEILING_BENCH)
-// The grid-wide lines into the file's optional fields. A non-positive intercept or rate (noise)
-// is left out, so the file reads back as "not measured" rather than failing validation.
+// The grid-wide lines and their points into the file's optional fields. A non-positive intercept
+// or rate (noise) is left out with its points, so the file reads back as "not measured" rather
+// than failing validation.
 void add_fixed_costs(hw::MeasuredCeilings& m) {
   cudaStream_t s = nullptr;
   CEILING_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::unique_ptr<CUstream_st, cudaError_t (*)(cudaStream_t)> guard(s, cudaStreamDestroy);
   const bench::FixedCosts f = bench::measure_fixed_costs(s);
-  const auto keep = [&](const bench::LaunchLine& l, const char* name, double& fixed_s, double& bw) {
+  const auto keep = [&](const bench::LaunchLine& l, const char* name, double& fixed_s, double& bw,
+                        std::vector<hw::LaunchPoint>& pts) {
     if (l.fixed_us > 0 && l.gbps > 0) {
       fixed_s = l.fixed_us * 1e-6;
       bw = l.gbps * 1e9;
+      for (const auto& p : l.points) pts.push_back({p.bytes, p.us * 1e-6});
     } else {
       fmt::print(stderr, "probe: {} line not kept (fixed {:.3f} us, {:.0f} GB/s)\n", name,
                  l.fixed_us, l.gbps);
@@ -40,8 +44,8 @@ void add_fixed_costs(hw::MeasuredCeilings& m) {
     m.method[std::string(name) + "_fixed_us"] = l.method;
     m.method[std::string(name) + "_gbps"] = l.method;
   };
-  keep(f.stream, "stream", m.stream_fixed_s, m.stream_bw);
-  keep(f.rw, "rw", m.rw_fixed_s, m.rw_bw);
+  keep(f.stream, "stream", m.stream_fixed_s, m.stream_bw, m.stream_points);
+  keep(f.rw, "rw", m.rw_fixed_s, m.rw_bw, m.rw_points);
 }
 #endif
 

@@ -1,5 +1,6 @@
 // `ceiling roofline`: predicts a model's step time on a GPU from its config and the GPU's ceilings,
-// op by op, before anything runs (src/roofline, docs/roofline.md).
+// op by op, before anything runs (src/roofline, docs/roofline.md). With --rejoin, re-predicts the
+// cases of `ceiling bench kernels` result files with the current per-kernel model instead.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "model/config.h"
 #include "roofline/kernel_cost.h"
 #include "roofline/model_cost.h"
+#include "roofline/rejoin.h"
 #include "roofline/report.h"
 
 namespace ceiling::cli {
@@ -39,6 +41,7 @@ struct RooflineArgs {
   std::string plot;
   bool list_gpus = false;
   bool list_models = false;
+  std::vector<std::string> rejoin;
 };
 
 int64_t parse_count(const std::string& s, const std::string& what) {
@@ -150,6 +153,17 @@ int run(const RooflineArgs& a) {
     list_models();
     return 0;
   }
+  if (!a.rejoin.empty()) {
+    if (a.format != "table" && a.format != "json")
+      fail("--rejoin prints a table or json (got --format '{}')", a.format);
+    std::vector<roofline::RejoinRun> runs;
+    for (const auto& f : a.rejoin) runs.push_back(roofline::load_rejoin_run(f));
+    if (a.format == "json")
+      fmt::print("{}\n", roofline::rejoin_json(runs).dump(2));
+    else
+      fmt::print("{}", roofline::rejoin_table(runs));
+    return 0;
+  }
   if (a.model.empty()) fail("--model is required (a preset name, see --list-models, or a path)");
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     fail("--format must be table, json or csv (got '{}')", a.format);
@@ -231,6 +245,10 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--plot", a->plot, "write a roofline chart (PNG) via scripts/plot_roofline.py");
   sub.add_flag("--list-gpus", a->list_gpus, "list the GPUs with their datasheet ceilings");
   sub.add_flag("--list-models", a->list_models, "list the model presets");
+  sub.add_option("--rejoin", a->rejoin,
+                 "re-predict the cases of `ceiling bench kernels` result files (FILE.json ...) "
+                 "with the current kernel model; table or json")
+      ->expected(1, -1);
   return [a] { return run(*a); };
 }
 

@@ -48,6 +48,7 @@ namespace ceiling::bench {
 struct Cost {
   double flops = 0;          // floating-point operations; an FMA counts 2
   double bytes = 0;          // fewest bytes through device memory: inputs once, outputs once
+  double write_bytes = 0;    // of `bytes`, the outputs (0 = not split: all priced as reads)
   DType math = DType::kF32;  // unit the FLOPs run on: kBF16 = tensor cores, kF32 = CUDA cores
   int64_t tiles = 0;         // output tiles of a tiled (GEMM-like) kernel for the roofline's
                              // wave model; 0 = not wave-quantized (streaming kernels)

@@ -60,7 +60,9 @@ MeasuredCeilings measure_ceilings(cudaStream_t stream, size_t read_bytes = size_
 
 // The roofline's ceilings for a run: the GPU table's entry for `device` (bench::device_info(),
 // matched by name; datasheet fallbacks for an unknown GPU) with the rates, launch cost and floor
-// measured in this run (efficiency factors 1), and the grid-wide fixed costs where positive.
+// measured in this run (efficiency factors 1), and the grid-wide probes where positive. Built by
+// roofline::ceilings_from_bench_run from to_json(), as `ceiling roofline --rejoin` rebuilds them
+// from the result file.
 roofline::GpuCeilings gpu_ceilings(const nlohmann::json& device, const MeasuredCeilings& m);
 
 }  // namespace ceiling::bench

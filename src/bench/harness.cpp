@@ -55,6 +55,8 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   j["runs_per_replay"] = t.per_rep;
   j["input_sets"] = copies;
   j["bytes"] = cost.bytes;
+  j["write_bytes"] = cost.write_bytes;
+  j["tiles"] = cost.tiles;
   j["flops"] = cost.flops;
   j["math"] = std::string(dtype_name(cost.math));
   j["launches"] = cost.launches;
@@ -68,6 +70,7 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   roofline::KernelCost kc;
   kc.flops = cost.flops;
   kc.bytes = cost.bytes;
+  kc.write_bytes = cost.write_bytes;
   kc.tiles = cost.tiles;
   kc.launches = cost.launches;
   kc.round_trips = cost.round_trips;

@@ -1,8 +1,8 @@
 // `ceiling bench kernels`: measures the ceilings, then for every registered case matching the
 // filter checks it against the CPU reference, times it, predicts it with the roofline
 // (roofline/kernel_cost.h layer 2 over the ceilings just measured), prints a table and writes the
-// result JSON (field names are an interface: bench/render_results.py and torch_baseline.py read
-// them).
+// result JSON (field names are an interface: bench/render_results.py, torch_baseline.py and
+// `ceiling roofline --rejoin` read them).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,6 @@
 #include "hw/measured.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,27 @@ double optional_positive(const json& j, const char* section, const char* key,
   return j.contains(key) ? number(j, section, key, origin, false) : 0.0;
 }
 
+// An optional array of {"bytes", "us"} points: empty when absent; sorted by bytes.
+std::vector<LaunchPoint> optional_points(const json& c, const char* key,
+                                         const std::string& origin) {
+  std::vector<LaunchPoint> pts;
+  auto it = c.find(key);
+  if (it == c.end()) return pts;
+  if (!it->is_array()) fail("{}: 'ceilings.{}' must be an array of {{bytes, us}}", origin, key);
+  const std::string section = std::string("ceilings.") + key + "[]";
+  for (const json& p : *it) {
+    if (!p.is_object()) fail("{}: '{}' must hold objects", origin, section);
+    pts.push_back({number(p, section.c_str(), "bytes", origin, false),
+                   number(p, section.c_str(), "us", origin, false) * 1e-6});
+  }
+  std::sort(pts.begin(), pts.end(),
+            [](const LaunchPoint& a, const LaunchPoint& b) { return a.bytes < b.bytes; });
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (pts[i].bytes == pts[i - 1].bytes)
+      fail("{}: '{}' has two points at {} bytes", origin, section, pts[i].bytes);
+  return pts;
+}
+
 std::string text(const json& j, const char* key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
@@ -63,6 +85,8 @@ MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std
   m.stream_bw = optional_positive(c, "ceilings", "stream_gbps", origin) * 1e9;
   m.rw_fixed_s = optional_positive(c, "ceilings", "rw_fixed_us", origin) * 1e-6;
   m.rw_bw = optional_positive(c, "ceilings", "rw_gbps", origin) * 1e9;
+  m.stream_points = optional_points(c, "stream_points", origin);
+  m.rw_points = optional_points(c, "rw_points", origin);
 
   const json& d = object_field(j, "device", origin);
   m.device_name = text(d, "name");
@@ -122,6 +146,14 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
   optional("stream_gbps", m.stream_bw / 1e9);
   optional("rw_fixed_us", m.rw_fixed_s * 1e6);
   optional("rw_gbps", m.rw_bw / 1e9);
+  auto points = [&](const char* key, const std::vector<LaunchPoint>& pts) {
+    if (pts.empty()) return;
+    json a = json::array();
+    for (const LaunchPoint& p : pts) a.push_back({{"bytes", p.bytes}, {"us", p.seconds * 1e6}});
+    j["ceilings"][key] = std::move(a);
+  };
+  points("stream_points", m.stream_points);
+  points("rw_points", m.rw_points);
   json method = json::object();
   for (const auto& [k, v] : m.method) method[k] = v;
   j["provenance"] = {

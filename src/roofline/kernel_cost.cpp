@@ -118,6 +118,10 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   c.kernel_floor_s = std::max(0.0, m.small_kernel_s - m.launch_graph_s);
   c.stream_fixed_s = m.stream_fixed_s;  // 0 in files written before the grid-wide probes
   c.rw_fixed_s = m.rw_fixed_s;
+  c.stream_bw = m.stream_bw;
+  c.rw_bw = m.rw_bw;
+  for (const hw::LaunchPoint& p : m.stream_points) c.stream_points.push_back({p.bytes, p.seconds});
+  for (const hw::LaunchPoint& p : m.rw_points) c.rw_points.push_back({p.bytes, p.seconds});
   return c;
 }
 
@@ -156,17 +160,56 @@ int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n) {
 
 namespace {
 
+// A grid-wide probe's fixed cost at `bytes`: each point's time minus its bytes at the probe's own
+// fitted rate (the line's intercept plus that point's residual), linear in bytes between points
+// and the largest point's above them. Below the smallest point (already less than one wave of
+// CTAs) the per-launch time is held at that point's: a partial wave's time is its CTAs' latency
+// chain, which does not shrink with the bytes the grid moves; the line's intercept, fitted
+// mostly by large sizes, lies below it.
+double probe_fixed(const std::vector<ProbePoint>& pts, double rate, double bytes) {
+  const auto excess = [rate](const ProbePoint& p) { return p.seconds - p.bytes / rate; };
+  if (bytes <= pts.front().bytes) return pts.front().seconds - bytes / rate;
+  if (bytes >= pts.back().bytes) return excess(pts.back());
+  const auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
+                                   [](double b, const ProbePoint& p) { return b < p.bytes; });
+  const auto lo = hi - 1;  // lo->bytes <= bytes < hi->bytes
+  const double f = (bytes - lo->bytes) / (hi->bytes - lo->bytes);
+  return excess(*lo) + f * (excess(*hi) - excess(*lo));
+}
+
+bool valid_points(const std::vector<ProbePoint>& pts) {
+  for (size_t i = 0; i < pts.size(); ++i)
+    if (!(pts[i].bytes > 0 && pts[i].seconds > 0) || (i > 0 && !(pts[i].bytes > pts[i - 1].bytes)))
+      return false;
+  return true;
+}
+
+// Bytes/s at which written bytes move. The rw probe moves as many bytes as it reads, at rw_bw
+// counting both: b / rw_bw = (b/2) / read + (b/2) / write. Without it, writes go at the read rate.
+double write_rate(const GpuCeilings& gpu, double read_bw) {
+  if (gpu.rw_bw > 0) {
+    const double inv = 2 / gpu.rw_bw - 1 / read_bw;
+    if (inv > 0) return 1 / inv;
+  }
+  return read_bw;
+}
+
 // What a launched kernel pays beyond its bytes at the rate, before the graph launch is added.
 // Counted as overhead (latency) in the limiter, not as memory time.
 double launch_latency(const GpuCeilings& gpu, const KernelCost& k, double hbm_bytes) {
-  const double fixed = k.round_trips <= 1 ? gpu.stream_fixed_s : gpu.rw_fixed_s;
-  if (hbm_bytes > 0 && fixed > 0) {
-    // Measured grid-wide: the probe's intercept is its whole per-launch cost beyond bytes / rate
+  const bool stream = k.round_trips <= 1;
+  const std::vector<ProbePoint>& pts = stream ? gpu.stream_points : gpu.rw_points;
+  const double rate = stream ? gpu.stream_bw : gpu.rw_bw;
+  const double line = stream ? gpu.stream_fixed_s : gpu.rw_fixed_s;
+  const bool by_points = !pts.empty() && rate > 0;
+  if (hbm_bytes > 0 && (by_points || line > 0)) {
+    // Measured grid-wide: the probe's fixed cost is its whole per-launch cost beyond bytes / rate
     // (launch-to-first-byte, the first wave's ramp, the last wave's drain) and, since it is timed
     // as a graph node, the node cost too. The launch term below adds launch_graph back, so it is
     // taken out here: a memory-bound kernel costs exactly bytes / bw + fixed, and a compute-bound
     // one still pays its launch. A third dependent phase and beyond (the embedding's gather after
     // its index) is one round trip each: the rw probe has two.
+    const double fixed = by_points ? probe_fixed(pts, rate, hbm_bytes) : line;
     return std::max(0.0, fixed - gpu.launch_graph_s) +
            std::max(0, k.round_trips - 2) * gpu.round_trip_s;
   }
@@ -181,13 +224,18 @@ double launch_latency(const GpuCeilings& gpu, const KernelCost& k, double hbm_by
 }  // namespace
 
 Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool cuda_graphs) {
-  CEILING_ENSURE(
-      k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 && k.launches >= 0 &&
-          k.l2_reuse_bytes >= 0 && k.l2_reuse_bytes <= k.bytes && k.round_trips >= 0,
-      "predict: invalid kernel cost (flops {}, bytes {}, l2_reuse_bytes {}, tiles {}, "
-      "launches {}, nvlink_bytes {}, round_trips {})",
-      k.flops, k.bytes, k.l2_reuse_bytes, k.tiles, k.launches, k.nvlink_bytes, k.round_trips);
+  // Reads served from L2 are reads: they and the writes are disjoint parts of `bytes`.
+  CEILING_ENSURE(k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 &&
+                     k.launches >= 0 && k.l2_reuse_bytes >= 0 && k.write_bytes >= 0 &&
+                     k.l2_reuse_bytes + k.write_bytes <= k.bytes && k.round_trips >= 0,
+                 "predict: invalid kernel cost (flops {}, bytes {}, write_bytes {}, l2_reuse_bytes "
+                 "{}, tiles {}, launches {}, nvlink_bytes {}, round_trips {})",
+                 k.flops, k.bytes, k.write_bytes, k.l2_reuse_bytes, k.tiles, k.launches,
+                 k.nvlink_bytes, k.round_trips);
   CEILING_ENSURE(gpu.mem_bw > 0 && gpu.sm_count > 0, "predict: GPU '{}' has no bandwidth or SMs",
+                 gpu.gpu_id);
+  CEILING_ENSURE(valid_points(gpu.stream_points) && valid_points(gpu.rw_points),
+                 "predict: GPU '{}': probe points must be positive and sorted by distinct sizes",
                  gpu.gpu_id);
   Prediction p;
   const double peak = k.flops > 0 ? gpu.peak(math) : 1.0;
@@ -216,7 +264,9 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
       k.l2_reuse_bytes > 0 && k.l2_reuse_bytes <= gpu.l2_resident_fraction * gpu.l2_bytes;
   p.hbm_bytes = k.bytes - (l2_hit ? k.l2_reuse_bytes : 0);
   const double comp2 = k.flops / (peak * gpu.compute_efficiency * p.wave_efficiency);
-  const double mem2 = p.hbm_bytes / (gpu.mem_bw * gpu.bw_efficiency);
+  const double read_bw = gpu.mem_bw * gpu.bw_efficiency;
+  const double mem2 =
+      (p.hbm_bytes - k.write_bytes) / read_bw + k.write_bytes / write_rate(gpu, read_bw);
   double comm2 = 0;
   if (k.nvlink_bytes > 0) comm2 = k.nvlink_bytes / (gpu.nvlink_bw * gpu.nvlink_efficiency);
   if (k.collective) comm2 += gpu.allreduce_latency_s;
@@ -224,6 +274,7 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   double t = work;
   if (k.launches > 0) {
     const double latency = launch_latency(gpu, k, p.hbm_bytes);
+    p.latency_s = latency;
     t = std::max({comp2, mem2 + latency, comm2}) + k.launches * gpu.launch_graph_s;
     if (!cuda_graphs) t = std::max(t, k.launches * gpu.launch_eager_s);
   }

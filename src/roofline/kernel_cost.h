@@ -2,10 +2,11 @@
 // GPU's ceilings gives two times.
 //
 //   Layer 1 (pure roofline): max(flops / peak(math), bytes / bandwidth, nvlink_bytes / link_bw).
-//   Layer 2 (schedule):      layer 1 with achievable (not datasheet) rates, wave quantization of
-//                            output tiles over the SMs, reads served from L2 when they fit, a
-//                            fixed per-launch cost (measured grid-wide, else a small-kernel
-//                            floor), and the launch cost (eager vs CUDA graph).
+//   Layer 2 (schedule):      layer 1 with achievable (not datasheet) rates, written bytes at the
+//                            measured write rate, wave quantization of output tiles over the SMs,
+//                            reads served from L2 when they fit, a fixed per-launch cost
+//                            (measured grid-wide at the kernel's size, else a small-kernel floor),
+//                            and the launch cost (eager vs CUDA graph).
 //
 // Every parameter of layer 2 is a named field of GpuCeilings with its source (see
 // docs/roofline.md). The kernel benchmarks call predict() with the same KernelCost they count for
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -23,6 +25,12 @@ namespace ceiling::roofline {
 
 enum class Limiter { kCompute, kMemory, kOverhead, kCommunication };
 std::string_view limiter_name(Limiter l);
+
+// One measured point of a grid-wide probe: per-launch time (graph node included) at a size.
+struct ProbePoint {
+  double bytes = 0;    // moved per launch (read, or read + written)
+  double seconds = 0;  // per launch
+};
 
 // A GPU's ceilings as the predictor uses them: datasheet figures (with default efficiency
 // factors) or measured ones (efficiencies 1). All rates are per second, bytes decimal.
@@ -59,6 +67,13 @@ struct GpuCeilings {
   // 0 = unknown (datasheet ceilings, older measured files): layer 2 falls back to kernel_floor.
   double stream_fixed_s = 0;
   double rw_fixed_s = 0;
+  // The same probes' fitted rates (bytes/s; rw counts reads + writes, half of each) and raw
+  // points (sorted by bytes). rw_bw prices written bytes (see predict); the points price the
+  // fixed cost at the kernel's own size. 0 / empty = unknown.
+  double stream_bw = 0;
+  double rw_bw = 0;
+  std::vector<ProbePoint> stream_points;
+  std::vector<ProbePoint> rw_points;
   double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
@@ -83,8 +98,11 @@ std::string gpu_id_for_device(const std::string& cuda_device_name);
 // One kernel's work. `bytes` is the fewest bytes it must move through device memory with every
 // operand read once and every output written once.
 struct KernelCost {
-  double flops = 0;           // floating-point (or integer) operations
-  double bytes = 0;           // device-memory bytes, reads + writes
+  double flops = 0;  // floating-point (or integer) operations
+  double bytes = 0;  // device-memory bytes, reads + writes
+  // Of `bytes`: the bytes written. Layer 2 prices them at the write rate implied by the rw
+  // probe (when measured) and the rest at the read rate. 0 = not split: all priced as reads.
+  double write_bytes = 0;
   double l2_reuse_bytes = 0;  // of `bytes`: reads of data the previous kernel just wrote; layer 2
                               // serves them from L2 when they fit (l2_resident_fraction)
   int64_t tiles = 0;          // output tiles (CTAs) of a tiled kernel; 0 = not wave-quantized
@@ -93,9 +111,9 @@ struct KernelCost {
   // before an earlier phase's loads return. A read-only kernel has 1; a kernel that loads, then
   // stores what it computed (a GEMV, a norm, an elementwise op) 2; one that first reads an index
   // (embedding's token ids) 3. Layer 2 adds to the memory time the measured fixed cost of a
-  // grid-wide kernel of that structure (stream_fixed for ≤ 1, rw_fixed for ≥ 2) plus
-  // max(0, round_trips − 2) · round_trip_s; without those measurements, kernel_floor (a tiny
-  // read-only kernel) + (round_trips − 1) · round_trip_s.
+  // grid-wide kernel of that structure (the stream probe for ≤ 1, the rw probe for ≥ 2) at the
+  // kernel's size, plus max(0, round_trips − 2) · round_trip_s; without those measurements,
+  // kernel_floor (a tiny read-only kernel) + (round_trips − 1) · round_trip_s.
   int round_trips = 1;
   double nvlink_bytes = 0;  // bytes each GPU sends per direction over NVLink (collectives)
   bool collective = false;  // an NVLink collective: pays allreduce_latency_s in layer 2
@@ -114,6 +132,7 @@ struct Prediction {
   // Layer 2.
   double wave_efficiency = 1;  // tiles / (waves * sm_count)
   double hbm_bytes = 0;        // bytes after L2 reuse
+  double latency_s = 0;        // fixed cost beyond bytes / rate (0 for fused work)
   double time_predicted_s = 0;
   Limiter limiter = Limiter::kMemory;  // the largest of compute, memory, communication, overhead
 };

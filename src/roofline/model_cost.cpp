@@ -148,13 +148,15 @@ struct Builder {
   void gemm(std::string name, std::string note, int64_t count, bool per_layer, double M, double K,
             double N, double wbytes, DType math, double bias_bytes = 0) {
     add(std::move(name), std::move(note), count, per_layer, math, 2 * M * K * N,
-        wbytes + bias_bytes, kAct * (M * K + M * N), 0, kAct * M * K, gemm_ctas(M, N));
+        wbytes + bias_bytes, kAct * (M * K + M * N), 0, kAct * M * K, gemm_ctas(M, N))
+        .cost.write_bytes = kAct * M * N;
   }
 
   // RMSNorm over [T, H]: reads the residual stream, writes the normalized rows.
   void norm(std::string name, std::string note, int64_t count, bool per_layer, double T, double H) {
     add(std::move(name), std::move(note), count, per_layer, DType::kF32, 4 * T * H, 2 * H,
-        kAct * 2 * T * H, 0, kAct * T * H, 0);
+        kAct * 2 * T * H, 0, kAct * T * H, 0)
+        .cost.write_bytes = kAct * T * H;
   }
 
   // Ring all-reduce of [T, H] bf16 across tp GPUs: each GPU sends 2(tp-1)/tp of it each way.
@@ -162,6 +164,7 @@ struct Builder {
     const double tp = s.tp;
     OpCost& op = add(std::move(name), "ring all-reduce over NVLink", count, per_layer, DType::kF32,
                      elems * (tp - 1) / tp, 0, kAct * 2 * elems, 0, kAct * elems, 0);
+    op.cost.write_bytes = kAct * elems;
     op.cost.nvlink_bytes = 2 * (tp - 1) / tp * kAct * elems;
     op.cost.collective = true;
   }
@@ -195,7 +198,8 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
 
   // Embedding gather (bf16 table): read T rows, write [T, H]; token ids are int32.
   b.add("embedding", tp ? "vocab-parallel gather (bf16 table)" : "gather (bf16 table)", 1, false,
-        DType::kF32, 0, kAct * d.T * d.H, kAct * d.T * d.H + 4 * d.T, 0, 0, 0);
+        DType::kF32, 0, kAct * d.T * d.H, kAct * d.T * d.H + 4 * d.T, 0, 0, 0)
+      .cost.write_bytes = kAct * d.T * d.H;
   if (tp) b.allreduce("embedding_allreduce", 1, false, d.T * d.H);
 
   // --- one decoder layer, x L ---
@@ -229,6 +233,7 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
       qkv.kv_bytes += kv;
       qkv.weight_bytes += 4.0 * d.D / 2;  // inv_freq
       qkv.cost.bytes += kv - unwritten + 4.0 * d.D / 2;
+      qkv.cost.write_bytes += kv - unwritten;
       qkv.cost.flops += flops;
     } else {
       const double act = kAct * d.T * nqkv + kAct * d.T * d.hq * d.D + 4 * d.T * d.D;
@@ -236,7 +241,8 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
       b.add(m.qk_norm ? "qk_norm_rope_kv_write" : "rope_kv_write",
             std::string(m.qk_norm ? "per-head q/k RMSNorm, " : "") +
                 "RoPE on q,k; k,v written to the paged cache",
-            L, true, DType::kF32, flops, norm_weights, act, kv, kAct * d.T * nqkv, 0);
+            L, true, DType::kF32, flops, norm_weights, act, kv, kAct * d.T * nqkv, 0)
+          .cost.write_bytes = kAct * d.T * d.hq * d.D + kv;  // q back, k and v into the cache
     }
   }
   if (s.phase == Phase::kPrefill) {
@@ -246,14 +252,16 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     const double kv = d.T * 2 * d.hkv * d.D * d.kvb;  // K and V read once each
     const auto tiles = static_cast<int64_t>(d.B * d.hq * std::ceil(d.S / 128));
     b.add("attention", "causal flash attention (prefill), 128-row query tiles", L, true,
-          DType::kBF16, flops, 0, act, kv, kAct * d.T * d.hq * d.D, tiles);
+          DType::kBF16, flops, 0, act, kv, kAct * d.T * d.hq * d.D, tiles)
+        .cost.write_bytes = kAct * d.T * d.hq * d.D;
   } else {
     const double keys = d.S + 1;  // the cached context and the new token
     const double flops = d.B * d.hq * 4 * d.D * keys;
     const double act = kAct * 2 * d.B * d.hq * d.D;
     const double kv = d.B * keys * 2 * d.hkv * d.D * d.kvb;
     b.add("attention", "paged decode attention (split-KV, enough CTAs to fill the GPU)", L, true,
-          DType::kBF16, flops, 0, act, kv, kAct * d.B * d.hq * d.D, 0);
+          DType::kBF16, flops, 0, act, kv, kAct * d.B * d.hq * d.D, 0)
+        .cost.write_bytes = kAct * d.B * d.hq * d.D;
   }
   const double residual = kAct * d.T * d.H;  // the residual read by an accumulating epilogue
   b.gemm("o_proj", "attention output projection, residual add in its epilogue", L, true, d.T,
@@ -270,10 +278,12 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     OpCost& gu = b.ops.back();
     gu.activation_bytes -= kAct * d.T * d.I;  // writes silu(gate) * up [T, I]
     gu.cost.bytes -= kAct * d.T * d.I;
+    gu.cost.write_bytes -= kAct * d.T * d.I;
     gu.cost.flops += 5 * d.T * d.I;
   } else {
     b.add("silu_mul", "SiLU(gate) * up", L, true, DType::kF32, 5 * d.T * d.I, 0,
-          kAct * 3 * d.T * d.I, 0, kAct * 2 * d.T * d.I, 0);
+          kAct * 3 * d.T * d.I, 0, kAct * 2 * d.T * d.I, 0)
+        .cost.write_bytes = kAct * d.T * d.I;
   }
   b.gemm("down_proj", "MLP down projection, residual add in its epilogue", L, true, d.T, d.I, d.H,
          weight_bytes(s, d.I, d.H), math);
@@ -288,12 +298,14 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     const double flops = 2 * d.Tout * d.H * d.V;
     b.add("lm_head", m.tie_word_embeddings ? "bf16, tied to the embedding" : "bf16 (not quantized)",
           1, false, DType::kBF16, flops, kAct * d.H * d.V, kAct * d.Tout * d.H + 4 * d.Tout * d.V,
-          0, kAct * d.Tout * d.H, b.gemm_ctas(d.Tout, d.V));
+          0, kAct * d.Tout * d.H, b.gemm_ctas(d.Tout, d.V))
+        .cost.write_bytes = 4 * d.Tout * d.V;
   }
   if (tp) {
     const double full_v = m.vocab_size;
     OpCost& op = b.add("logits_allgather", "ring all-gather of fp32 logits over NVLink", 1, false,
                        DType::kF32, 0, 0, 4 * d.Tout * (d.V + full_v), 0, 0, 0);
+    op.cost.write_bytes = 4 * d.Tout * full_v;
     op.cost.nvlink_bytes = (s.tp - 1.0) / s.tp * 4 * d.Tout * full_v;
     op.cost.collective = true;
   }
@@ -301,7 +313,8 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
     const double full_v = m.vocab_size;
     b.add("sampling", "one fused pass over fp32 logits (temperature, softmax, top-k/top-p)", 1,
           false, DType::kF32, 5 * d.Tout * full_v, 0, 4 * d.Tout * full_v + 4 * d.Tout, 0,
-          4 * d.Tout * full_v, 0);
+          4 * d.Tout * full_v, 0)
+        .cost.write_bytes = 4 * d.Tout;
   }
   for (auto& op : b.ops) op.pred = predict(gpu, op.cost, op.math, s.cuda_graphs);
   return b.ops;

@@ -67,6 +67,34 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
   };
   fixed("stream_fixed_us", g.stream_fixed_s, "streaming-read (round_trips <= 1)");
   fixed("rw_fixed_us", g.rw_fixed_s, "read -> block reduce -> write (round_trips >= 2)");
+  const auto points = [&](const char* name, const std::vector<ProbePoint>& pts, double rate,
+                          const char* line) {
+    if (pts.empty() || !(rate > 0)) {
+      add(name, "unknown",
+          fmt::format("not measured for these ceilings; the {} intercept (if known) is the fixed "
+                      "cost at every size",
+                      line));
+      return;
+    }
+    std::string v;
+    for (const ProbePoint& p : pts)
+      v += fmt::format("{}{:.0f} MiB: {:.2f} us", v.empty() ? "" : ", ", p.bytes / 1048576,
+                       p.seconds * 1e6);
+    add(name, v,
+        fmt::format("measured: the same probe's per-launch times; the fixed cost at a kernel's "
+                    "size is a point's time minus its bytes at the probe's rate, linear between "
+                    "points and the largest point's above them; below the smallest point the "
+                    "time is held at that point's; replaces the {} intercept",
+                    line));
+  };
+  points("stream_points", g.stream_points, g.stream_bw, "stream_fixed");
+  points("rw_points", g.rw_points, g.rw_bw, "rw_fixed");
+  add("rw_gbps", g.rw_bw > 0 ? fmt::format("{:.0f}", g.rw_bw / 1e9) : "unknown",
+      g.rw_bw > 0 ? std::string("measured: the rw probe's rate (reads + writes, one byte written "
+                                "per byte read); written bytes move at the rate that makes such a "
+                                "stream take bytes / rw_gbps with its reads at the read ceiling")
+                  : std::string("not measured for these ceilings: written bytes are priced at the "
+                                "read bandwidth"));
   add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
       "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
   add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),

@@ -73,6 +73,7 @@ json report_json(const StepReport& r) {
     o["math"] = std::string(dtype_name(op.math));
     o["flops"] = n * op.cost.flops;
     o["bytes"] = n * op.cost.bytes;
+    o["write_bytes"] = n * op.cost.write_bytes;
     o["weight_bytes"] = n * op.weight_bytes;
     o["activation_bytes"] = n * op.activation_bytes;
     o["kv_bytes"] = n * op.kv_bytes;

@@ -140,6 +140,37 @@ TEST(Measured, BadGridWideFieldsFailNamingTheField) {
   }
 }
 
+// The probes' raw points: optional, written only when measured, read back sorted by size; a
+// malformed list fails naming it.
+TEST(Measured, ProbePointsRoundTripSortedAndValidated) {
+  MeasuredCeilings m = sample();
+  m.rw_points = {{8388608, 4.1e-6}, {1048576, 1.86e-6}, {268435456, 91e-6}};  // unsorted
+  const MeasuredCeilings r = parse_measured_ceilings(measured_ceilings_to_json(m), "mem");
+  EXPECT_TRUE(r.stream_points.empty());
+  ASSERT_EQ(r.rw_points.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.rw_points[0].bytes, 1048576);
+  EXPECT_NEAR(r.rw_points[0].seconds, 1.86e-6, 1e-18);
+  EXPECT_DOUBLE_EQ(r.rw_points[2].bytes, 268435456);
+  EXPECT_FALSE(
+      nlohmann::json::parse(measured_ceilings_to_json(sample()))["ceilings"].contains("rw_points"));
+  const nlohmann::json good = nlohmann::json::parse(measured_ceilings_to_json(m));
+  for (const nlohmann::json& bad : {nlohmann::json(3), nlohmann::json::array({1}),
+                                    nlohmann::json::array({{{"bytes", 1048576}, {"us", -1}}}),
+                                    nlohmann::json::array({{{"bytes", 1048576}}}),
+                                    nlohmann::json::array({{{"bytes", 1048576}, {"us", 1}},
+                                                           {{"bytes", 1048576}, {"us", 2}}})}) {
+    nlohmann::json j = good;
+    j["ceilings"]["rw_points"] = bad;
+    try {
+      parse_measured_ceilings(j.dump(), "f.json");
+      ADD_FAILURE() << "expected an error for rw_points = " << bad.dump();
+    } catch (const ceiling::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rw_points"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("f.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Measured, FitsFixedCostPlusRate) {
   // Exact points on t = 2.5 us + bytes / 4.5e12.
   std::vector<std::pair<double, double>> pts;

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "hw/measured.h"
 
 namespace {
 
@@ -106,4 +109,32 @@ TEST(RooflineCli, BadInputGetsOneLineErrors) {
     fclose(f);
   }
   expect_error("roofline --gpu h100-sxm --model " + cfg, "num_attention_heads");
+}
+
+// The committed H200 r9 kernels file, re-predicted: the recorded counts are the file's own gaps
+// counted as docs/results.md counts them.
+TEST(RooflineCli, RejoinRePredictsAResultFile) {
+  const auto f = ceiling::hw::find_repo_file("bench/results/2026-11-23r9_h200_kernels.json");
+  if (!f) GTEST_SKIP() << "result file not found from the working directory";
+  std::ifstream in(*f);
+  const auto file = nlohmann::json::parse(in);
+  int dispatched = 0, inside = 0;
+  for (const auto& c : file["cases"]) {
+    if (!c.value("dispatched", true) || !c.contains("gap")) continue;
+    const double g = c["gap"].get<double>();
+    ++dispatched;
+    inside += g >= 1 / 1.15 && g <= 1.15;
+  }
+  Result r = run("roofline --rejoin " + f->string() + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  EXPECT_EQ(j["runs"][0]["dispatched"], dispatched);
+  EXPECT_EQ(j["runs"][0]["within_recorded"], inside);
+  EXPECT_EQ(j["runs"][0]["cases"].size(), file["cases"].size());
+  r = run("roofline --rejoin " + f->string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("current model"), std::string::npos) << r.out;
+  expect_error("roofline --rejoin /nonexistent/kernels.json", "cannot open");
+  expect_error("roofline --rejoin " + f->string() + " --format csv", "csv");
 }

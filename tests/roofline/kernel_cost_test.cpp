@@ -308,6 +308,142 @@ TEST(KernelCost, MeasuredFileCarriesTheFixedCosts) {
   }
 }
 
+// Measured H200-like ceilings with the rw probe's rate: reads at 4.6e12, and a 1:1 read/write
+// stream at 3.9e12 counting both.
+GpuCeilings rw_measured() {
+  GpuCeilings g = ceilings_for("h200", false);
+  g.bw_efficiency = 1;
+  g.mem_bw = 4.6e12;
+  g.launch_graph_s = 0.5e-6;
+  g.round_trip_s = 0.25e-6;
+  g.rw_fixed_s = 1.3e-6;
+  g.rw_bw = 3.9e12;
+  return g;
+}
+
+// Written bytes move at the rate that makes a 1:1 stream take bytes / rw_bw with its reads at
+// the read ceiling; unsplit or unknown, everything is priced as reads.
+TEST(KernelCost, WrittenBytesMoveAtTheRwRate) {
+  GpuCeilings g = rw_measured();
+  KernelCost k;
+  k.bytes = 100e6;
+  k.round_trips = 2;
+  auto t = [&] { return predict(g, k, DType::kF32).time_predicted_s; };
+  k.write_bytes = 50e6;  // as many written as read: the rw probe's own mix
+  EXPECT_NEAR(t(), 100e6 / 3.9e12 + 1.3e-6, 1e-15);
+  const double per_written = 2 / 3.9e12 - 1 / 4.6e12;  // seconds per written byte
+  k.write_bytes = 25e6;
+  EXPECT_NEAR(t(), 75e6 / 4.6e12 + 25e6 * per_written + 1.3e-6, 1e-15);
+  k.write_bytes = 0;  // not split: all at the read ceiling
+  EXPECT_NEAR(t(), 100e6 / 4.6e12 + 1.3e-6, 1e-15);
+  // Reads served from L2 leave the HBM reads, not the writes.
+  k.write_bytes = 50e6;
+  k.l2_reuse_bytes = 10e6;
+  const Prediction p = predict(g, k, DType::kF32);
+  EXPECT_NEAR(p.hbm_bytes, 90e6, 1e-6);
+  EXPECT_NEAR(p.time_predicted_s, 40e6 / 4.6e12 + 50e6 * per_written + 1.3e-6, 1e-15);
+  EXPECT_NEAR(p.memory_s, 100e6 / 4.6e12, 1e-15);  // layer 1: every byte at the read peak
+  k.l2_reuse_bytes = 60e6;                         // reads and writes would overlap
+  EXPECT_THROW(predict(g, k, DType::kF32), Error);
+  k.l2_reuse_bytes = 0;
+  k.write_bytes = -1;
+  EXPECT_THROW(predict(g, k, DType::kF32), Error);
+  // rw rate unknown (datasheet ceilings, older files): writes at the read rate.
+  k.write_bytes = 50e6;
+  g.rw_bw = 0;
+  EXPECT_NEAR(t(), 100e6 / 4.6e12 + 1.3e-6, 1e-15);
+  const GpuCeilings sheet = ceilings_for("h200", false);
+  const double split = predict(sheet, k, DType::kF32).time_predicted_s;
+  k.write_bytes = 0;
+  EXPECT_EQ(predict(sheet, k, DType::kF32).time_predicted_s, split);
+}
+
+// With the probe's points, the fixed cost is the probe's at the kernel's own size: a kernel with
+// the probe's structure and read/write mix is predicted at the probe's measured time at each
+// point, linearly between them, at the smallest point's time below it, and with the largest
+// point's fixed cost above it.
+TEST(KernelCost, ProbePointsPriceTheFixedCostAtTheKernelsSize) {
+  GpuCeilings g = rw_measured();
+  g.rw_bw = 4.0e12;
+  // Fixed costs (time - bytes / 4e12): 1.55, 1.6 and 1.4 us.
+  g.rw_points = {{1e6, 1.8e-6}, {8e6, 3.6e-6}, {256e6, 65.4e-6}};
+  KernelCost k;
+  k.round_trips = 2;
+  auto t = [&](double bytes, int round_trips = 2) {
+    k.bytes = bytes;
+    k.write_bytes = bytes / 2;  // 1:1, so the bytes cost exactly bytes / rw_bw
+    k.round_trips = round_trips;
+    return predict(g, k, DType::kF32).time_predicted_s;
+  };
+  EXPECT_NEAR(t(1e6), 1.8e-6, 1e-15);
+  EXPECT_NEAR(t(8e6), 3.6e-6, 1e-15);
+  EXPECT_NEAR(t(256e6), 65.4e-6, 1e-15);
+  EXPECT_NEAR(t(4.5e6), 4.5e6 / 4e12 + 1.575e-6, 1e-15);  // halfway between 1.55 and 1.6
+  EXPECT_NEAR(t(132e6), 132e6 / 4e12 + 1.5e-6, 1e-15);    // halfway between 1.6 and 1.4
+  EXPECT_NEAR(t(0.1e6), 1.8e-6, 1e-15);                   // below: the smallest point's time
+  EXPECT_NEAR(t(40960), 1.8e-6, 1e-15);
+  EXPECT_NEAR(t(512e6), 512e6 / 4e12 + 1.4e-6, 1e-15);  // above: the largest point's fixed cost
+  EXPECT_NEAR(t(8e6, 3), 3.6e-6 + 0.25e-6, 1e-15);      // a third phase: one round trip more
+  t(40960);
+  EXPECT_EQ(predict(g, k, DType::kF32).limiter, Limiter::kOverhead);
+  // Points without the probe's rate cannot be split into bytes and fixed cost: the intercept.
+  g.rw_bw = 0;
+  k.write_bytes = 0;
+  k.bytes = 8e6;
+  k.round_trips = 2;
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 8e6 / 4.6e12 + 1.3e-6, 1e-15);
+  g.rw_bw = 4.0e12;
+  // A read-only kernel uses the stream probe: no stream points here, so its intercept.
+  g.stream_fixed_s = 1.4e-6;
+  k.round_trips = 1;
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 8e6 / 4.6e12 + 1.4e-6, 1e-15);
+  g.stream_bw = 4.5e12;
+  g.stream_points = {{1e6, 1.75e-6}};  // one point: its fixed cost at every size above it
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 8e6 / 4.6e12 + (1.75e-6 - 1e6 / 4.5e12),
+              1e-15);
+  // Points must be sorted by distinct sizes.
+  g.rw_points = {{8e6, 3.6e-6}, {1e6, 1.8e-6}};
+  EXPECT_THROW(predict(g, k, DType::kF32), Error);
+}
+
+TEST(KernelCost, MeasuredFileCarriesTheProbePointsAndRates) {
+  namespace fs = std::filesystem;
+  hw::MeasuredCeilings m = measured_base("h200", "NVIDIA H200");
+  m.read_bw = 4.6e12;
+  m.launch_graph_s = 0.5e-6;
+  m.rw_fixed_s = 1.3e-6;
+  m.rw_bw = 4.0e12;
+  m.rw_points = {{8e6, 3.6e-6}, {1e6, 1.8e-6}};
+  const fs::path f = write_measured(m);
+  const GpuCeilings g = ceilings_from_file("h200", f.string());
+  fs::remove(f);
+  EXPECT_NEAR(g.rw_bw, 4.0e12, 1);
+  EXPECT_EQ(g.stream_bw, 0);
+  ASSERT_EQ(g.rw_points.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.rw_points[0].bytes, 1e6);  // read back sorted
+  KernelCost k;
+  k.bytes = 1e6;
+  k.write_bytes = 0.5e6;
+  k.round_trips = 2;
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 1.8e-6, 1e-15);
+  int rows = 0;
+  for (const ParameterDoc& p : describe_parameters(g)) {
+    if (p.name == "rw_points") {
+      EXPECT_NE(p.value.find("1 MiB"), std::string::npos) << p.value;
+      ++rows;
+    }
+    if (p.name == "stream_points") {
+      EXPECT_EQ(p.value, "unknown");
+      ++rows;
+    }
+    if (p.name == "rw_gbps") {
+      EXPECT_EQ(p.value, "4000");
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 3);
+}
+
 TEST(KernelCost, DeviceNameLookup) {
   EXPECT_EQ(gpu_id_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm");
   EXPECT_EQ(gpu_id_for_device("NVIDIA H200"), "h200");

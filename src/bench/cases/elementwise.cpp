@@ -24,7 +24,8 @@ class EmbeddingCase : public CaseBase {
   Cost cost() const override {
     Cost c;
     c.bytes = 2.0 * T_ * H_ * 2 + 4.0 * T_;  // rows read + rows written + ids
-    c.round_trips = 3;                       // the id, the row it names, the stores
+    c.write_bytes = 2.0 * T_ * H_;
+    c.round_trips = 3;  // the id, the row it names, the stores
     return c;
   }
   // The table is shared by all sets (rows are random, so reads are cold anyway).
@@ -80,6 +81,7 @@ class RmsNormCase : public CaseBase {
     Cost c;
     const double n = double(rows_) * H_;
     c.bytes = 2.0 * (n * (residual_ ? 4 : 2) + H_);  // x, (residual r+w), w, out
+    c.write_bytes = 2.0 * n * (residual_ ? 2 : 1);
     c.flops = n * (residual_ ? 5 : 4);
     c.round_trips = 2;  // loads, a reduction over the row, then the stores
     return c;
@@ -161,6 +163,7 @@ class RmsNormHeadsCase : public CaseBase {
     Cost c;
     const double n = double(T_) * heads_ * D_;
     c.bytes = 2.0 * (2 * n + D_);
+    c.write_bytes = 2.0 * n;  // in place
     c.flops = 4 * n;
     c.round_trips = 2;  // loads, a reduction over the head, then the stores
     return c;
@@ -218,6 +221,7 @@ class SiluMulCase : public CaseBase {
   Cost cost() const override {
     Cost c;
     c.bytes = 2.0 * 3 * T_ * double(I_);
+    c.write_bytes = 2.0 * T_ * double(I_);
     c.flops = 5.0 * T_ * I_;
     c.round_trips = 2;  // loads, then the stores of what was computed from them
     return c;

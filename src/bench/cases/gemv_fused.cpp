@@ -55,6 +55,7 @@ class GemvFusedCase : public CaseBase {
     c.flops = 2.0 * M_ * double(N_) * K_;
     c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + 2.0 * M_ * out_cols() * (acc_ ? 2 : 1) +
               (bias_ ? 2.0 * N_ : 0) + (in_ == cuda::GemvInput::kRmsNorm ? 2.0 * K_ : 0);
+    c.write_bytes = 2.0 * M_ * out_cols();
     c.math = DType::kF32;  // CUDA-core FMAs
     c.round_trips = 2;     // loads (the residual's with the first weights), then the stores
     return c;
@@ -194,6 +195,7 @@ class GemvRopeCase : public CaseBase {
     c.flops = 2.0 * M_ * double(N()) * H_ + 3.0 * M_ * (Hq_ + Hkv_) * D_;
     c.bytes = 2.0 * N() * double(H_) + 2.0 * M_ * H_ + 2.0 * H_ + 2.0 * M_ * Hq_ * D_ +
               2.0 * M_ * 2 * Hkv_ * D_ + 8.0 * M_ + 4.0 * D_ / 2;
+    c.write_bytes = 2.0 * M_ * Hq_ * D_ + 2.0 * M_ * 2 * Hkv_ * D_;  // q, and k, v into the cache
     c.math = DType::kF32;
     c.round_trips = 2;
     return c;

@@ -50,6 +50,7 @@ class LinearCase : public CaseBase {
     c.flops = 2.0 * M_ * double(N_) * K_;
     c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ +
               (bias_ ? 2.0 * N_ : 0);
+    c.write_bytes = out_size() * double(M_) * N_;
     c.round_trips = 2;  // loads, then the stores of what was computed from them
     if (uses_gemv()) {
       c.math = DType::kF32;  // CUDA-core FMAs

@@ -58,7 +58,8 @@ class RopeKvCase : public CaseBase {
     const double q = double(sh_.T) * sh_.Hq * sh_.D, k = double(sh_.T) * sh_.Hkv * sh_.D;
     c.bytes = 2.0 * (2 * q + 2 * k + 2 * k) + 8.0 * sh_.T +
               4.0 * sh_.D / 2;  // q r+w, k/v read, cache write
-    c.flops = 3.0 * (q + k);    // 6 per rotated pair
+    c.write_bytes = 2.0 * (q + 2 * k);
+    c.flops = 3.0 * (q + k);  // 6 per rotated pair
     // The position and slot are loaded together with q/k/v (no load waits on them); the stores
     // of the rotated values follow the loads: two dependent phases, as any load-compute-store.
     c.round_trips = 2;

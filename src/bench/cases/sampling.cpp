@@ -24,6 +24,7 @@ class ArgmaxCase : public CaseBase {
   Cost cost() const override {
     Cost c;
     c.bytes = 4.0 * S_ * double(V_) + 4.0 * S_;
+    c.write_bytes = 4.0 * S_;
     c.flops = double(S_) * V_;
     c.round_trips = 2;  // loads, then the reduction across the cluster before the store
     return c;
@@ -94,6 +95,7 @@ class SampleCase : public CaseBase {
     const bool pen = mixed_ || p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
                      p_.frequency_penalty != 0.0f;
     c.bytes = (pen ? 8.0 : 4.0) * S_ * double(V_) + 16.0 * S_;
+    c.write_bytes = 4.0 * S_;  // the drawn tokens
     c.flops = 10.0 * S_ * double(V_);
     return c;
   }
