@@ -2,7 +2,8 @@
 // already in the cache (chunked prefill), q_len 1..prime, mixed lengths and an empty sequence in
 // one batch, shuffled block tables, GQA groups 1/4/8, head dims 64/128, every block size, peaky
 // softmax, long contexts that cycle the K/V stages several times, each kernel (mma.sync; wgmma
-// and wgmma_ws where built), CUDA-graph capture, the wgmma build check on Hopper, bad shapes.
+// wgmma_ws and wgmma_tma where built), CUDA-graph capture, the wgmma build check on Hopper, bad
+// shapes.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -71,16 +72,10 @@ TEST_P(AttentionPrefill, PeakySoftmax) {
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionPrefill,
                          ::testing::Values(cuda::PrefillKernel::kMmaSync,
                                            cuda::PrefillKernel::kWgmma,
-                                           cuda::PrefillKernel::kWgmmaWs),
+                                           cuda::PrefillKernel::kWgmmaWs,
+                                           cuda::PrefillKernel::kWgmmaTma),
                          [](const ::testing::TestParamInfo<cuda::PrefillKernel>& p) {
-                           switch (p.param) {
-                             case cuda::PrefillKernel::kWgmma:
-                               return "wgmma";
-                             case cuda::PrefillKernel::kWgmmaWs:
-                               return "wgmma_ws";
-                             default:
-                               return "mma_sync";
-                           }
+                           return std::string(cuda::prefill_kernel_name(p.param));
                          });
 
 TEST(AttentionPrefillGraph, CapturesInCudaGraph) {
@@ -115,11 +110,11 @@ TEST(AttentionPrefillPlan, WgmmaAvailableOnHopper) {
   if (major != 9 || minor != 0) GTEST_SKIP() << "not a compute-capability 9.0 device";
   for (int d : {64, 128}) {
     const char* why = nullptr;
-    EXPECT_TRUE(cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaWs, d, &why))
+    EXPECT_TRUE(cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaTma, d, &why))
         << (why ? why : "");
     cuda::PrefillPlan plan;
     ASSERT_TRUE(cuda::plan_prefill_attention({2, 300, 8, 2, d, 16}, &plan).ok());
-    EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kWgmmaWs);
+    EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kWgmmaTma);
   }
 }
 

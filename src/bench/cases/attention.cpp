@@ -139,7 +139,8 @@ class AttentionCase : public KernelCase {
       c.bytes += sp_.seq_lens[s] * kv_row;
       pairs += q * prefix + (sp_.decode ? q : q * q / 2.0);
     }
-    c.bytes += 2.0 * T_ * sp_.num_q_heads * sp_.head_dim * 2;
+    c.bytes += 2.0 * T_ * sp_.num_q_heads * sp_.head_dim * 2;  // q read, out written
+    c.write_bytes = 1.0 * T_ * sp_.num_q_heads * sp_.head_dim * 2;
     c.flops = 4.0 * sp_.head_dim * sp_.num_q_heads * pairs;
     c.math = DType::kBF16;  // QK^T and PV on tensor cores
     if (sp_.decode) {
@@ -214,15 +215,7 @@ class AttentionCase : public KernelCase {
   };
 
   std::string kernel_name() const {
-    if (sp_.decode) return "decode_split_kv";
-    switch (pplan_.kernel) {
-      case cuda::PrefillKernel::kWgmma:
-        return "wgmma";
-      case cuda::PrefillKernel::kWgmmaWs:
-        return "wgmma_ws";
-      default:
-        return "mma_sync";
-    }
+    return sp_.decode ? "decode_split_kv" : cuda::prefill_kernel_name(pplan_.kernel);
   }
   size_t q_elems() const { return static_cast<size_t>(T_) * sp_.num_q_heads * sp_.head_dim; }
   size_t cache_elems() const {
@@ -410,9 +403,8 @@ std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec) {
 
 void register_attention_cases(CaseList& out) {
   if (const char* why = nullptr;
-      !cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaWs, 128, &why))
-    fmt::print(stderr,
-               "warning: attention: wgmma prefill kernels unavailable ({}); auto = mma_sync\n",
+      !cuda::prefill_kernel_available(cuda::PrefillKernel::kWgmmaTma, 128, &why))
+    fmt::print(stderr, "warning: attention: the TMA prefill kernel is unavailable ({})\n",
                why ? why : "?");
   // Decode targets: B=32 ctx 4096 (≥ 90% of read bandwidth) and B=1 ctx 32768 (≥ 80%), GQA 32/8.
   for (int bs : {16, 64})
@@ -441,28 +433,30 @@ void register_attention_cases(CaseList& out) {
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.
   // "auto" is what the engine gets; the explicit kernels are the comparison (a kernel that this
   // build or device lacks is left out rather than failing the whole family).
-  for (cuda::PrefillKernel k :
-       {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kAuto}) {
+  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kMmaSync, cuda::PrefillKernel::kWgmma,
+                                cuda::PrefillKernel::kWgmmaWs, cuda::PrefillKernel::kAuto}) {
     if (!cuda::prefill_kernel_available(k, 128)) continue;
     for (int b : {1, 4}) {
       AttentionSpec s = uniform(false, b, 4096, 4096, 32, 32, 128, 16);
       s.kernel = k;
-      s.label = k == cuda::PrefillKernel::kAuto    ? "auto"
-                : k == cuda::PrefillKernel::kWgmma ? "wgmma"
-                                                   : "mma_sync";
+      s.label = cuda::prefill_kernel_name(k);
       s.check_tokens = 8;
       out.push_back(make_attention_case(s));
     }
   }
-  // GQA 32/8 with 64-token blocks, and head_dim 64: auto (unlabelled) and the 2-warpgroup wgmma.
-  for (cuda::PrefillKernel k : {cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kAuto}) {
+  // GQA 32/8 with 64-token blocks, and head_dim 64: auto (unlabelled), the 2-warpgroup wgmma and
+  // the cp.async producer.
+  for (cuda::PrefillKernel k :
+       {cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kWgmmaWs, cuda::PrefillKernel::kAuto}) {
     if (!cuda::prefill_kernel_available(k, 128)) continue;
     AttentionSpec gqa = uniform(false, 1, 4096, 4096, 32, 8, 128, 64);
     AttentionSpec d64 = uniform(false, 1, 4096, 4096, 32, 32, 64, 16);
-    for (AttentionSpec* s : {&gqa, &d64}) {
+    AttentionSpec gqa16 = uniform(false, 1, 4096, 4096, 32, 8, 128, 16);
+    AttentionSpec mha64 = uniform(false, 1, 4096, 4096, 32, 32, 128, 64);
+    for (AttentionSpec* s : {&gqa, &d64, &gqa16, &mha64}) {
       s->kernel = k;
       s->check_tokens = 8;
-      if (k == cuda::PrefillKernel::kWgmma) s->label = "wgmma";
+      if (k != cuda::PrefillKernel::kAuto) s->label = cuda::prefill_kernel_name(k);
       out.push_back(make_attention_case(*s));
     }
   }

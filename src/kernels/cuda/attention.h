@@ -90,12 +90,15 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
 // ---- prefill ----------------------------------------------------------------------------------
 
 enum class PrefillKernel {
-  kAuto,     // the fastest built for the device
-  kMmaSync,  // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
-  kWgmma,    // sm_90a warpgroup MMA, 2 warpgroups that all load K/V (when built)
-  kWgmmaWs,  // FlashAttention-3 style: producer warpgroup + 2 ping-ponging consumer warpgroups
-             // with softmax/MMA overlap (sm_90a, when built)
+  kAuto,      // the fastest built for the device
+  kMmaSync,   // FlashAttention-2 style: mma.sync m16n8k16, cp.async, 8 warps × 16 query rows
+  kWgmma,     // sm_90a warpgroup MMA, 2 warpgroups that all load K/V (when built)
+  kWgmmaWs,   // FlashAttention-3 style: producer warpgroup + 2 ping-ponging consumer warpgroups
+              // with softmax/MMA overlap (sm_90a, when built); the producer gathers with cp.async
+  kWgmmaTma,  // the same with a TMA producer (one warp, a tensor copy per cache block and panel)
 };
+// "mma_sync", "wgmma", "wgmma_ws", "wgmma_tma" ("auto" for kAuto).
+const char* prefill_kernel_name(PrefillKernel kernel);
 
 // Whether plan_prefill_attention accepts `kernel` for head_dim on the current device (kAuto and
 // kMmaSync always, for a supported head_dim). When false, *why (if not null) says why.

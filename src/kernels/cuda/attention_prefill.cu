@@ -183,12 +183,30 @@ Status run_mma(const PrefillPlan& plan, const PrefillParams& p, cudaStream_t str
 
 }  // namespace
 
+const char* prefill_kernel_name(PrefillKernel kernel) {
+  switch (kernel) {
+    case PrefillKernel::kAuto:
+      return "auto";
+    case PrefillKernel::kMmaSync:
+      return "mma_sync";
+    case PrefillKernel::kWgmma:
+      return "wgmma";
+    case PrefillKernel::kWgmmaWs:
+      return "wgmma_ws";
+    case PrefillKernel::kWgmmaTma:
+      return "wgmma_tma";
+  }
+  return "?";
+}
+
 bool prefill_kernel_available(PrefillKernel kernel, int head_dim, const char** why) {
   if (why) *why = nullptr;
   switch (kernel) {
     case PrefillKernel::kWgmma:
     case PrefillKernel::kWgmmaWs:
       return sm90::prefill_wgmma_available(head_dim, why);
+    case PrefillKernel::kWgmmaTma:
+      return sm90::prefill_wgmma_available(head_dim, why) && sm90::prefill_tma_available(why);
     case PrefillKernel::kAuto:
     case PrefillKernel::kMmaSync:
       break;
@@ -212,15 +230,15 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   pl.shape = sh;
   pl.kernel = sh.kernel;
   if (pl.kernel == PrefillKernel::kAuto)
-    pl.kernel = prefill_kernel_available(PrefillKernel::kWgmmaWs, sh.head_dim)
-                    ? PrefillKernel::kWgmmaWs
-                    : PrefillKernel::kMmaSync;
+    pl.kernel =
+        prefill_kernel_available(PrefillKernel::kWgmmaTma, sh.head_dim)  ? PrefillKernel::kWgmmaTma
+        : prefill_kernel_available(PrefillKernel::kWgmmaWs, sh.head_dim) ? PrefillKernel::kWgmmaWs
+                                                                         : PrefillKernel::kMmaSync;
   const char* why = nullptr;
   if (!prefill_kernel_available(pl.kernel, sh.head_dim, &why))
     return Status::error("prefill attention: {} kernel unavailable for head_dim {}: {}",
-                         pl.kernel == PrefillKernel::kWgmmaWs ? "wgmma_ws" : "wgmma", sh.head_dim,
-                         why ? why : "unknown");
-  const bool wgmma = pl.kernel == PrefillKernel::kWgmma || pl.kernel == PrefillKernel::kWgmmaWs;
+                         prefill_kernel_name(pl.kernel), sh.head_dim, why ? why : "unknown");
+  const bool wgmma = pl.kernel != PrefillKernel::kMmaSync;
   pl.block_m = wgmma ? sm90::kPrefillBlockM : kBM;
   // Σ_s ceil(q_len_s / BM) ≤ ceil(T / BM) + S - 1 for any split of T tokens into S sequences.
   pl.tile_slots = ceil_div(sh.num_tokens, pl.block_m) + sh.num_seqs;
@@ -266,9 +284,10 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   p.hkv = sh.num_kv_heads;
   p.group = sh.num_q_heads / sh.num_kv_heads;
   p.scale_log2 = scale * kLog2e;
-  if (plan.kernel == PrefillKernel::kWgmmaWs)
+  if (plan.kernel == PrefillKernel::kWgmmaWs || plan.kernel == PrefillKernel::kWgmmaTma)
     return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
-                                      plan.tile_slots, stream);
+                                      plan.tile_slots, plan.kernel == PrefillKernel::kWgmmaTma,
+                                      stream);
   if (plan.kernel == PrefillKernel::kWgmma)
     return sm90::run_prefill_wgmma(p, sh.head_dim, sh.block_size, sh.num_q_heads, plan.tile_slots,
                                    stream);

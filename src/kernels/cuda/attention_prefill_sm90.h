@@ -22,8 +22,11 @@ bool prefill_wgmma_available(int head_dim, const char** why = nullptr);
 Status run_prefill_wgmma(const attn::PrefillParams& p, int head_dim, int block_size, int hq,
                          int tile_slots, cudaStream_t stream);
 // run_prefill_wgmma_ws: producer warpgroup + 2 ping-ponging consumers
-// (attention_prefill_sm90_ws.cu).
+// (attention_prefill_sm90_ws.cu); tma: the producer copies K/V tiles with TMA instead of
+// cp.async (needs prefill_tma_available()).
 Status run_prefill_wgmma_ws(const attn::PrefillParams& p, int head_dim, int block_size, int hq,
-                            int tile_slots, cudaStream_t stream);
+                            int tile_slots, bool tma, cudaStream_t stream);
+// Whether the driver offers cuTensorMapEncodeTiled (resolved once); *why says why not.
+bool prefill_tma_available(const char** why = nullptr);
 
 }  // namespace ceiling::cuda::sm90

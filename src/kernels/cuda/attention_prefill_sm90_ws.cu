@@ -1,11 +1,19 @@
 // Causal varlen prefill attention on sm_90a, warp-specialized (FlashAttention-3's structure).
 //
 // One CTA per (query head, 128-row query tile), three warpgroups:
-//  - WG0, the producer (setmaxnreg down to 40 registers): gathers 128-key K and V tiles from the
-//    paged cache with 16-byte cp.async into 128-byte-swizzled shared memory, kStages deep, and
-//    signals each with cp.async.mbarrier.arrive on a "full" mbarrier (K and V separately, so
-//    S = Q·K^T can start before V lands); it refills a stage once both consumers arrived on its
-//    "empty" mbarrier. Consumers never barrier with each other for data.
+//  - WG0, the producer (setmaxnreg down to 40 registers): fills 128-key K and V tiles from the
+//    paged cache into 128-byte-swizzled shared memory, kStages deep, and signals each on a "full"
+//    mbarrier (K and V separately, so S = Q·K^T can start before V lands); it refills a stage once
+//    both consumers arrived on its "empty" mbarrier. Consumers never barrier with each other for
+//    data. Two producers (template kTma):
+//     - cp.async: all 128 threads gather 16-byte chunks, each row's address from the block table;
+//       completion by cp.async.mbarrier.arrive. Its issue rate bounds the kernel (run 6 of
+//       bench/attention_notes.md: ~330 TFLOP/s, against ~527 with the loads removed).
+//     - TMA: one warp; per (cache block, 64-column panel) one lane issues one tensor copy
+//       (cp.async.bulk.tensor, 128B swizzle = the wgmma layout), completion counted in bytes on
+//       the full barrier. A tile that ends past the sequence's keys (V rows there may hold stale
+//       NaN, and 0·NaN = NaN in P·V) or names a block outside the cache falls back to the warp's
+//       zero-filling cp.async gather; that is at most the first (diagonal) tile of a CTA.
 //  - WG1, WG2, the consumers (setmaxnreg up to 232): 64 query rows each, Q in shared memory.
 //    Per key tile j a consumer issues S_j = Q·K_j^T and O += P_{j-1}·V_{j-1} back to back (two
 //    wgmma groups), waits for S_j only, runs the online softmax of tile j while P·V of tile j-1
@@ -15,6 +23,7 @@
 // Tiles are walked from the diagonal down (only the first one or two are masked); CTAs start in
 // the longest-first order of find_tile. Shared-memory layouts and descriptors: attention_sm90.cuh.
 // Every thread waits on the previous kernel (PDL, pdl.cuh) before reading anything.
+#include <cudaTypedefs.h>  // CUtensorMap, PFN_cuTensorMapEncodeTiled (no libcuda link needed)
 #include <cuda_bf16.h>
 
 #include "core/check.h"
@@ -41,15 +50,28 @@ constexpr int ws_smem_bytes() {  // alignment slack + Q + stages × (K, V)
   return 1024 + kBM * D * 2 + ws_stages<D>() * 2 * kBN * D * 2;
 }
 
-template <int D, int BS>
-__global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillParams p) {
+// The K and V caches as 2-D tensors [num_blocks·Hkv·BS rows, D] for TMA, boxes of
+// kv_box_rows<BS>() rows × 64 columns (one 128-byte panel row each).
+struct KvTensorMaps {
+  CUtensorMap k, v;
+};
+template <int BS>
+constexpr int kv_box_rows() {
+  return BS < kBN ? BS : kBN;
+}
+
+template <int D, int BS, bool kTma>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_ws_kernel(const PrefillParams p, const __grid_constant__ KvTensorMaps maps) {
 #ifdef CEILING_WGMMA
   constexpr int kStages = ws_stages<D>();
   constexpr int kChunks = D / 8;
   constexpr int kTileBytes = kBN * D * 2;
   extern __shared__ uint8_t smem_raw[];
   __shared__ QTile sh_tile;
-  __shared__ __align__(8) uint64_t bars[3 * kStages];  // full K, full V, empty; per stage
+  // Per stage: K landed, V landed, stage free. (Freeing K and V apart, with K loaded a tile ahead
+  // of V as the consumers use them, measured 3–5 % slower: run 10 of bench/attention_notes.md.)
+  __shared__ __align__(8) uint64_t bars[3 * kStages];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   detail::pdl_launch_dependents();
@@ -63,8 +85,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillPa
     if (lane == 0) sh_tile = found;
   } else if (tid == 32) {
     for (int st = 0; st < kStages; ++st) {
-      mbar_init(full_k(st), 128);  // one cp.async arrival per producer thread
-      mbar_init(full_v(st), 128);
+      // cp.async: one arrival per producer thread; TMA: the issuing lane's expect_tx arrival.
+      mbar_init(full_k(st), kTma ? 1 : 128);
+      mbar_init(full_v(st), kTma ? 1 : 128);
       mbar_init(empty(st), 256);  // every consumer thread
     }
   }
@@ -78,6 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillPa
 
   if (wg == 0) {  // ---- producer ----
     setmaxnreg_dec<kProducerRegs>();
+    if (kTma && warp != 0) return;
     // Block-table entries of a key tile: lane j of each producer warp loads entry j of the
     // tile's kTableLanes (one coalesced load per warp, issued a tile ahead), rows get theirs by
     // shuffle. (Loading an entry per row was the bottleneck: a dependent global load before
@@ -89,31 +113,70 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillPa
       const int b = n * kBN / BS + lane;
       return lane < kTableLanes && n >= 0 && b * BS < tile.kv_end ? __ldg(table + b) : -1;
     };
-    const int ch = tid % kChunks, row0 = tid / kChunks;  // rows row0, row0 + 128/kChunks, ...
-    constexpr int kRowStep = 128 / kChunks;
+    // Key tile n into a stage's K or V buffer by cp.async, thread t of kN: 16-byte chunk t % 16
+    // (D = 128) of rows t / 16, + kN / 16, ...; rows past kv_end or in a block outside the cache
+    // are zero-filled.
+    auto gather = [&]<int kN>(uint32_t dst, const __nv_bfloat16* src, int n, int pages, int t) {
+      constexpr int kRowStep = kN / kChunks;
+#pragma unroll 4
+      for (int r = 0; r < kBN / kRowStep; ++r) {
+        const int row = t / kChunks + r * kRowStep, ch = t % kChunks, tok = n * kBN + row;
+        const int page = __shfl_sync(0xffffffffu, pages, kBN / BS > 1 ? row / BS : 0);
+        const bool ok = tok < tile.kv_end && page >= 0 && page < p.num_blocks;
+        const int cache_row = ok ? (page * p.hkv + kvh) * BS + tok % BS : 0;
+        cp_async16(dst + sw128(kBN, row, ch), src + static_cast<int64_t>(cache_row) * D + ch * 8,
+                   ok);
+      }
+    };
+    if (kTma && lane == 0) {
+      prefetch_tensor_map(&maps.k);
+      prefetch_tensor_map(&maps.v);
+    }
     int pages = load_pages(n_kv - 1);
     for (int it = 0; it < n_kv; ++it) {
       const int n = n_kv - 1 - it, st = it % kStages;
       const int pages_next = load_pages(n - 1);
       if (it >= kStages) mbar_wait(empty(st), ((it / kStages) + 1) & 1);
       const uint32_t ks = skv + st * 2 * kTileBytes, vs = ks + kTileBytes;
-      // K first (S = Q·K^T can start on it), then V; row addresses are recomputed for V (cheap:
-      // shuffles and integer math) rather than kept in the producer's 40 registers.
-      auto gather = [&](uint32_t dst, const __nv_bfloat16* src) {
-#pragma unroll 4
-        for (int r = 0; r < kBN / kRowStep; ++r) {
-          const int row = row0 + r * kRowStep, tok = n * kBN + row;
-          const int page = __shfl_sync(0xffffffffu, pages, kBN / BS > 1 ? row / BS : 0);
-          const bool ok = tok < tile.kv_end && page >= 0 && page < p.num_blocks;
-          const int cache_row = ok ? (page * p.hkv + kvh) * BS + tok % BS : 0;
-          cp_async16(dst + sw128(kBN, row, ch), src + static_cast<int64_t>(cache_row) * D + ch * 8,
-                     ok);
+      // K first (S = Q·K^T can start on it), then V.
+      if constexpr (kTma) {
+        constexpr int kRows = kv_box_rows<BS>(), kPanels = D / 64;
+        const bool bad =
+            __any_sync(0xffffffffu, lane < kTableLanes && (pages < 0 || pages >= p.num_blocks));
+        if ((n + 1) * kBN <= tile.kv_end && !bad) {
+          // Lane b·kPanels + c copies rows [b·kRows, +kRows) of the tile, columns [64c, +64).
+          const int box = lane / kPanels, panel = lane % kPanels;
+          const int page = __shfl_sync(0xffffffffu, pages, kBN / BS > 1 ? box : 0);
+          const int y = (page * p.hkv + kvh) * BS + (BS > kBN ? (n * kBN) % BS : 0);
+          const uint32_t off = panel * kBN * 128 + box * kRows * 128;
+          const bool issues = lane < (kBN / kRows) * kPanels;
+          if (lane == 0) mbar_arrive_expect_tx(full_k(st), kTileBytes);
+          __syncwarp();
+          if (issues) tma_load_2d(ks + off, &maps.k, panel * 64, y, full_k(st));
+          if (lane == 0) mbar_arrive_expect_tx(full_v(st), kTileBytes);
+          __syncwarp();
+          if (issues) tma_load_2d(vs + off, &maps.v, panel * 64, y, full_v(st));
+        } else {
+          auto finish = [&](uint32_t bar) {  // the warp's copies landed: one arrival
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async();
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar);
+          };
+          gather.template operator()<32>(ks, p.k, n, pages, lane);
+          finish(full_k(st));
+          gather.template operator()<32>(vs, p.v, n, pages, lane);
+          finish(full_v(st));
         }
-      };
-      gather(ks, p.k);
-      cp_async_mbar_arrive(full_k(st));
-      gather(vs, p.v);
-      cp_async_mbar_arrive(full_v(st));
+      } else {
+        // Row addresses are recomputed for V (cheap: shuffles and integer math) rather than kept
+        // in the producer's 40 registers.
+        gather.template operator()<128>(ks, p.k, n, pages, tid);
+        cp_async_mbar_arrive(full_k(st));
+        gather.template operator()<128>(vs, p.v, n, pages, tid);
+        cp_async_mbar_arrive(full_v(st));
+      }
       pages = pages_next;
     }
     cp_async_commit();  // wait_group tracks committed groups only
@@ -242,17 +305,70 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_ws_kernel(const PrefillPa
 #endif
 }
 
+// cuTensorMapEncodeTiled through the runtime's driver entry point (the project links cudart, not
+// libcuda); null when the driver lacks it. Resolved once per process.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// One cache ([num_blocks·Hkv·BS rows, D] bf16) as a TMA tensor: boxes of box_rows × 64 columns,
+// 128-byte swizzle, out-of-range boxes zero-filled.
+Status encode_kv_map(const void* base, int64_t rows, int d, int box_rows, CUtensorMap* map) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d) * 2};  // bytes, of dims[1]
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(
+      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(
+        "prefill attention: cuTensorMapEncodeTiled failed (CUresult {}) for a "
+        "cache of {} rows × {} at {}",
+        static_cast<int>(r), rows, d, base);
+  return Status::ok_status();
+}
+
 }  // namespace
 
+bool prefill_tma_available(const char** why) {
+  if (tensor_map_encoder() != nullptr) return true;
+  if (why) *why = "the driver has no cuTensorMapEncodeTiled";
+  return false;
+}
+
 Status run_prefill_wgmma_ws(const PrefillParams& p, int head_dim, int block_size, int hq,
-                            int tile_slots, cudaStream_t stream) {
+                            int tile_slots, bool tma, cudaStream_t stream) {
   return dispatch_head_block(head_dim, block_size, [&]<int D, int BS>() -> Status {
     constexpr int smem = ws_smem_bytes<D>();
-    auto* kern = prefill_ws_kernel<D, BS>;
+    KvTensorMaps maps{};
+    if (tma) {
+      const int64_t rows = static_cast<int64_t>(p.num_blocks) * p.hkv * BS;
+      if (rows > INT32_MAX)  // the kernel's row coordinates are int
+        return Status::error("prefill attention: a cache of {} rows exceeds the TMA kernel's {}",
+                             rows, INT32_MAX);
+      if (!prefill_tma_available(nullptr))
+        return Status::error("prefill attention: TMA unavailable (no cuTensorMapEncodeTiled)");
+      CEILING_RETURN_IF_ERROR(encode_kv_map(p.k, rows, D, kv_box_rows<BS>(), &maps.k));
+      CEILING_RETURN_IF_ERROR(encode_kv_map(p.v, rows, D, kv_box_rows<BS>(), &maps.v));
+    }
+    auto* kern = tma ? prefill_ws_kernel<D, BS, true> : prefill_ws_kernel<D, BS, false>;
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CEILING_CUDA_RETURN(
-        detail::launch_pdl(kern, dim3(hq, tile_slots), dim3(kThreads), smem, stream, p));
+        detail::launch_pdl(kern, dim3(hq, tile_slots), dim3(kThreads), smem, stream, p, maps));
     return Status::ok_status();
   });
 }
