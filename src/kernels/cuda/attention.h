@@ -67,6 +67,9 @@ struct DecodePlan {
   int min_split_tokens = 0;  // each sequence takes min(max_splits, len / this) splits (≥ 1)
   int max_splits = 1;        // most splits of any sequence (whole waves of CTAs)
   int q_chunks = 1;          // ceil(group / 16): query heads of a group handled 16 at a time
+  // cp.async stages per warp: 4 when the grid fits one CTA per SM (a deeper pipeline, and its
+  // 128 KB of shared memory (head_dim 128) costs no co-resident CTA), else 3.
+  int stages = 3;
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;
 };

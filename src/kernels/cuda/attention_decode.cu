@@ -6,15 +6,16 @@
 // CTA derives its sequence's own split count from the sequence's length — at least
 // min_split_tokens (one 16-token tile per warp) per split — so a captured graph serves short and
 // long contexts alike (a plan sized for max_seq_len no longer fixes the split length). The query
-// heads sharing a KV
-// head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so every K/V byte is
-// loaded once per group and the dot products run on tensor cores. Each of the 4 warps walks its
-// own 16-token tiles (tile i of the split goes to warp i % 4) through a private 3-stage cp.async
-// pipeline (16-byte copies; a 16-token tile lies inside one cache block because block_size is a
-// multiple of 16 and splits start at multiples of 16). The warps' (max, sum, acc) are merged in
-// shared memory; a sequence with one split writes bf16 out directly, otherwise the split writes
-// its normalized partial output and log2-sum-exp to the workspace, and the last split of the
-// (sequence, KV head) to finish — counted with an atomic per group, reset by that last CTA —
+// heads sharing a KV head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so
+// every K/V byte is loaded once per group and the dot products run on tensor cores. Each of the
+// 4 warps walks its own 16-token tiles (tile i of the split goes to warp i % 4) through a private
+// cp.async pipeline of 3 stages, 4 when the grid is at most one CTA per SM (16-byte copies; a
+// 16-token tile lies inside one cache block because block_size is a multiple of 16 and splits
+// start at multiples of 16); the block-table entries of a warp's tiles are loaded 32 at a time
+// ahead of the copies. The warps' (max, sum, acc) are merged in shared memory; a sequence with
+// one split writes bf16 out directly, otherwise the split writes its normalized partial output
+// and log2-sum-exp to the workspace, and the last split of the (sequence, KV head) to finish —
+// counted with an atomic per group, reset by that last CTA —
 // merges them (one launch, no separate combine kernel).
 //
 // Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
@@ -35,8 +36,7 @@ namespace {
 using namespace attn;
 
 constexpr int kWarps = 4;
-constexpr int kTile = 16;   // tokens per warp tile
-constexpr int kStages = 3;  // cp.async stages per warp
+constexpr int kTile = 16;  // tokens per warp tile
 // CTA slots the split heuristic fills: one per SM. Two fit (96 KB of shared memory each), but
 // measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
@@ -62,7 +62,7 @@ struct DecodeParams {
   float scale_log2;
 };
 
-template <int D>
+template <int D, int kStages>
 constexpr int decode_smem_bytes() {
   constexpr int pipe = kWarps * kStages * 2 * kTile * D * 2;
   constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
@@ -80,7 +80,7 @@ __device__ __forceinline__ Split split_for(int len, int min_split, int max_split
   return {ceil_div(len, partition), partition};  // count ≤ want: partition ≥ len / want
 }
 
-template <int D, int BS>
+template <int D, int BS, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
@@ -132,9 +132,16 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   uint8_t* wsm = smem + warp * kStages * 2 * kTileBytes;  // this warp's K/V stages
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
 
+  // Block-table entries of the warp's tiles, 32 at a time: lane j holds tile (32c + j)'s, loaded
+  // when tile 32c is (one coalesced load, not a dependent load before every tile's copies).
+  int pages = -1;
   auto load_tile = [&](int i, int stage) {
     const int ts = t0 + (warp + i * kWarps) * kTile;
-    const int page = table[ts / BS];
+    if (i % 32 == 0) {
+      const int tl = t0 + (warp + (i + lane) * kWarps) * kTile;
+      pages = tl < t1 ? __ldg(table + tl / BS) : -1;
+    }
+    const int page = __shfl_sync(0xffffffffu, pages, i % 32);
     const bool page_ok = page >= 0 && page < p.num_blocks;
     const int64_t base =
         ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D;
@@ -359,6 +366,7 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
     splits = std::min(splits, std::max(1, shape.max_seq_len / pl.min_split_tokens));
   }
   pl.max_splits = splits;
+  pl.stages = work * splits <= num_sms ? 4 : 3;
   pl.workspace_bytes =
       pl.max_splits > 1
           ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
@@ -428,8 +436,9 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.scale_log2 = scale * kLog2e;
 
   return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
-    constexpr int smem = decode_smem_bytes<D>();
-    auto* kern = decode_kernel<D, BS>;
+    const bool deep = plan.stages == 4;
+    const int smem = deep ? decode_smem_bytes<D, 4>() : decode_smem_bytes<D, 3>();
+    auto* kern = deep ? decode_kernel<D, BS, 4> : decode_kernel<D, BS, 3>;
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);
