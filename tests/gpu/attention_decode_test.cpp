@@ -85,6 +85,19 @@ TEST(AttentionDecode, SplitLengths) {
     }
 }
 
+TEST(AttentionDecode, BothPipelineDepths) {
+  ATTN_REQUIRE_GPU();
+  // 6 (sequence, KV head) CTAs on 4 SMs: 3 stages per warp; on 6: 4 stages, still one split;
+  // on 4096: 4 stages and splits. Unsplit, the 2300-token walk is 36 tiles per warp (the
+  // block-table entries reload past 32); a context ending mid-tile; a single-tile sequence.
+  for (int sms : {4, 6, 4096})
+    for (int d : {64, 128}) {
+      AttentionSpec s = decode({2300, 61, 1}, 8, 2, d, 16);
+      s.plan_num_sms = sms;
+      expect_matches_reference(s);
+    }
+}
+
 TEST(AttentionDecode, LongContextSplit) {
   ATTN_REQUIRE_GPU();
   AttentionSpec s = decode({32768}, 32, 8, 128, 16);
@@ -142,8 +155,10 @@ TEST(AttentionDecode, PlanSplitsOnlySmallBatches) {
   ASSERT_TRUE(cuda::plan_decode_attention({32, 32, 8, 128, 16, 4096}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 1);
   EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.stages, 3);  // 256 CTAs: two per SM
   ASSERT_TRUE(cuda::plan_decode_attention({1, 32, 8, 128, 16, 32768}, 132, &plan).ok());
   EXPECT_EQ(plan.max_splits, 16);  // 8 KV heads × 16 splits: one CTA per SM, whole wave
+  EXPECT_EQ(plan.stages, 4);
   EXPECT_EQ(plan.min_split_tokens, 256);
   EXPECT_GT(plan.workspace_bytes, 0u);
   // A bound of 1000 tokens allows 3 splits of ≥ 256; a minimum of 1024 allows none.
