@@ -366,7 +366,7 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
     splits = std::min(splits, std::max(1, shape.max_seq_len / pl.min_split_tokens));
   }
   pl.max_splits = splits;
-  // Measured (H200, same machine, bench run 10 of bench/attention_notes.md): 4 stages beat 3 by
+  // Measured (H200, same machine, run 11 of bench/attention_notes.md): 4 stages beat 3 by
   // ~5 % at B=1 ctx 32768 and B=8 ctx 8192; 6 gained nothing more.
   pl.stages = work * splits <= num_sms ? 4 : 3;
   pl.workspace_bytes =
