@@ -7,7 +7,8 @@ recorded cost fields and the run's measured ceilings (src/roofline/rejoin.cpp). 
 workbench around it:
 
   * `mirror()` below is a Python copy of the layer-2 pricing of a benchmark case (written bytes
-    at the rw probe's write rate, the fixed cost from the probe points, waves, launch), for trying
+    at the rw probe's write rate, the fixed cost from the probe points, the plainly launched
+    stream probe for kernels launched without PDL, waves, launch), for trying
     a candidate change on the committed measurements without rebuilding. It MUST be kept in step
     with kernel_cost.cpp and rejoin.cpp: `--check BIN` compares it case by case with
     `BIN roofline --rejoin ... --format json` and fails on any difference (a ctest runs this).
@@ -21,8 +22,8 @@ usage:
   python3 scripts/layer2_eval.py --check build/release/apps/ceiling FILE.json ...
 
 With --ceiling the "model" columns come from the C++ rejoin; without it, from the mirror.
-Cost fields that older files lack (write_bytes, tiles) are derived from op + params as
-rejoin.cpp derives them (see legacy_write_bytes / legacy_tiles there).
+Cost fields that older files lack (write_bytes, tiles, pdl) are derived from op + params as
+rejoin.cpp derives them (see legacy_write_bytes / legacy_tiles / legacy_pdl there).
 """
 import argparse
 import json
@@ -58,6 +59,9 @@ def ceilings(run):
         "rw_bw": max(0.0, m.get("rw_gbps", 0) * 1e9),
         "stream_points": pts("stream_points"),
         "rw_points": pts("rw_points"),
+        "stream_serial_fixed": max(0.0, m.get("stream_serial_fixed_us", 0) * 1e-6),
+        "stream_serial_bw": max(0.0, m.get("stream_serial_gbps", 0) * 1e9),
+        "stream_serial_points": pts("stream_serial_points"),
     }
 
 
@@ -97,6 +101,10 @@ def legacy_tiles(op, p, math_dtype):
     return 0
 
 
+def legacy_pdl(op, math_dtype):
+    return not (base_op(op) in ("linear", "linear_cublaslt") and math_dtype == "bf16")
+
+
 def case_cost(c):
     k = {"flops": c["flops"], "bytes": c["bytes"], "launches": c.get("launches", 1),
          "round_trips": c.get("round_trips", 1), "l2_reuse": c.get("l2_reuse_bytes", 0)}
@@ -110,6 +118,8 @@ def case_cost(c):
     else:
         t = legacy_tiles(c["op"], c.get("params", {}), c["math"])
         k["tiles"] = t or 0
+    pdl = c.get("pdl")
+    k["pdl"] = pdl if isinstance(pdl, bool) else legacy_pdl(c["op"], c["math"])
     return k
 
 
@@ -143,6 +153,11 @@ def mirror(g, k, math_dtype):
     mem = (hbm - w) / read_bw + w / write_bw
     if k["launches"] == 0:
         return max(comp, mem)
+    spts, srate, sline = g["stream_serial_points"], g["stream_serial_bw"], g["stream_serial_fixed"]
+    if not k["pdl"] and ((spts and srate > 0) or sline > 0) and hbm > 0:
+        fixed = probe_fixed(spts, srate, hbm) if spts and srate > 0 else sline
+        lat = max(0.0, fixed - g["launch_graph"]) + max(0, k["round_trips"] - 1) * g["round_trip"]
+        return max(comp, mem + lat) + k["launches"] * g["launch_graph"]
     stream = k["round_trips"] <= 1
     pts = g["stream_points"] if stream else g["rw_points"]
     rate = g["stream_bw"] if stream else g["rw_bw"]

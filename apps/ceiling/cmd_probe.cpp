@@ -46,6 +46,8 @@ void add_fixed_costs(hw::MeasuredCeilings& m) {
   };
   keep(f.stream, "stream", m.stream_fixed_s, m.stream_bw, m.stream_points);
   keep(f.rw, "rw", m.rw_fixed_s, m.rw_bw, m.rw_points);
+  keep(f.stream_serial, "stream_serial", m.stream_serial_fixed_s, m.stream_serial_bw,
+       m.stream_serial_points);
 }
 #endif
 
@@ -68,17 +70,20 @@ int run(const ProbeArgs& a) {
   hw::MeasuredCeilings m =
       hw::run_probe(opt, [](const std::string& s) { fmt::print(stderr, "probe: {}\n", s); });
 #if defined(HAVE_CEILING_BENCH)
-  fmt::print(stderr, "probe: grid-wide fixed costs (stream, read -> reduce -> write)\n");
+  fmt::print(stderr,
+             "probe: grid-wide fixed costs (stream, read -> reduce -> write, stream without "
+             "PDL)\n");
   add_fixed_costs(m);
 #endif
   const std::string json = hw::measured_ceilings_to_json(m);
   fmt::print(stderr,
              "probe: {} ({}): read {:.0f} GB/s, copy {:.0f} GB/s, bf16 {:.0f} TFLOP/s, fp8 {:.0f} "
              "TFLOP/s, launch {:.2f} us eager / {:.2f} us graph, small kernel {:.2f} us, fixed "
-             "{:.2f} us stream / {:.2f} us rw\n",
+             "{:.2f} us stream / {:.2f} us rw / {:.2f} us stream without PDL\n",
              m.device_name, m.gpu_id, m.read_bw / 1e9, m.copy_bw / 1e9, m.bf16_gemm_flops / 1e12,
              m.fp8_gemm_flops / 1e12, m.launch_eager_s * 1e6, m.launch_graph_s * 1e6,
-             m.small_kernel_s * 1e6, m.stream_fixed_s * 1e6, m.rw_fixed_s * 1e6);
+             m.small_kernel_s * 1e6, m.stream_fixed_s * 1e6, m.rw_fixed_s * 1e6,
+             m.stream_serial_fixed_s * 1e6);
   if (a.out.empty()) {
     fmt::print("{}", json);
   } else {

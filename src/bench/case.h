@@ -58,6 +58,10 @@ struct Cost {
   // accesses wait on an earlier phase's loads (an index before a gather, a reduction before the
   // stores).
   int round_trips = 1;
+  // Launched with programmatic dependent launch (overlaps its neighbours in the graph); false
+  // for library kernels (cuBLASLt) that serialize: the roofline then prices the fixed cost with
+  // the stream probe launched without PDL.
+  bool pdl = true;
 };
 
 // Outcome of check(): the worst relative error over the op's outputs.

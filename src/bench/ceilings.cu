@@ -62,6 +62,9 @@ __global__ void chase_kernel(const int* p, const int* q, int* sink) {
 // attention) read activations the previous kernel wrote, so they wait first too and cannot overlap
 // their first loads with the predecessor's drain. A GEMV issues its first weight loads before
 // waiting, so it can come out somewhat under rw_fixed.
+// The stream probe is also timed launched plainly (stream_serial): without the attribute the
+// next launch starts only once this one has drained, which is how cuBLASLt's kernels (launched
+// without PDL) chain in a graph.
 constexpr int kProbeThreads = 128;
 constexpr int kProbeLoads = 4;                                            // per thread in flight
 constexpr size_t kProbeRound = size_t{kProbeThreads} * 16 * kProbeLoads;  // 8 KiB per CTA round
@@ -237,14 +240,22 @@ int chain_launches(size_t regions) {
 }
 
 // The stream probe over `bytes` per launch, launch i reading copy i mod (pool / bytes).
+// With `pdl` false the launches are plain (no PDL attribute: the kernel's pdl calls are no-ops),
+// so each waits for its predecessor to drain, as a library kernel (cuBLASLt) does in a graph.
 double stream_us(cudaStream_t s, const DeviceBuffer& pool, size_t bytes, uint32_t* sink, int graphs,
-                 int launches) {
+                 int launches, bool pdl = true) {
   const size_t regions = pool.bytes() / bytes;
   const auto* p = pool.as<const uint4>();
   const dim3 grid(static_cast<unsigned>(bytes / kStreamCtaBytes));
   return chain_us(s, graphs, launches, [&](int i) {
-    CEILING_CUDA_CHECK(cuda::detail::launch_pdl(stream_probe_kernel, grid, dim3(kProbeThreads), 0,
-                                                s, p + (i % regions) * (bytes / 16), sink));
+    const uint4* q = p + (i % regions) * (bytes / 16);
+    if (pdl) {
+      CEILING_CUDA_CHECK(
+          cuda::detail::launch_pdl(stream_probe_kernel, grid, dim3(kProbeThreads), 0, s, q, sink));
+    } else {
+      stream_probe_kernel<<<grid, kProbeThreads, 0, s>>>(q, sink);
+      CEILING_CUDA_CHECK(cudaGetLastError());
+    }
   });
 }
 
@@ -285,28 +296,32 @@ constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kProbeSizes[] = {1 * kMiB, 8 * kMiB, 32 * kMiB, 128 * kMiB, 256 * kMiB};
 constexpr size_t kLargest = 256 * kMiB;
 
-// How both probes are run, for their method strings.
-std::string probe_method(const char* kernel, size_t pool_bytes) {
+// How the probes are run, for their method strings.
+std::string probe_method(const char* kernel, size_t pool_bytes, bool pdl = true) {
   std::string m = std::string(kernel) +
                   "; CTAs of 128 threads, 16-byte ld.global.nc.L1::no_allocate loads, 4 in flight "
                   "per thread; pdl_launch_dependents, then pdl_wait before the first load; sizes "
                   "1, 8, 32, 128, 256 MiB, launches rotating over a ";
   m += std::to_string(pool_bytes / kMiB);
   m += " MiB random buffer (no launch reads what the L2 holds); a CUDA graph of max(32, copies) "
-       "back-to-back launch_pdl launches (at most 512), per launch = median of 20 replays / "
-       "launches; least-squares line per-launch time = fixed + bytes / rate";
+       "back-to-back ";
+  m += pdl ? "launch_pdl launches"
+           : "plain launches (no PDL attribute: the pdl calls are no-ops and each launch waits "
+             "for its predecessor to drain, as cuBLASLt's kernels do)";
+  m += " (at most 512), per launch = median of 20 replays / launches; least-squares line "
+       "per-launch time = fixed + bytes / rate";
   return m;
 }
 
-LaunchLine stream_line(cudaStream_t s, const DeviceBuffer& pool, uint32_t* sink) {
+LaunchLine stream_line(cudaStream_t s, const DeviceBuffer& pool, uint32_t* sink, bool pdl) {
   LaunchLine l;
   for (size_t b : kProbeSizes) {
     const int n = chain_launches(pool.bytes() / b);
-    l.points.push_back({double(b), n, stream_us(s, pool, b, sink, 1, n)});
+    l.points.push_back({double(b), n, stream_us(s, pool, b, sink, 1, n, pdl)});
   }
   fit(l, probe_method("streaming read, grid = bytes / 16 KiB (each CTA its own contiguous 16 KiB, "
                       "then exits)",
-                      pool.bytes()));
+                      pool.bytes(), pdl));
   return l;
 }
 
@@ -341,8 +356,9 @@ FixedCosts measure_fixed_costs(cudaStream_t s) {
   DeviceBuffer pool((want + kLargest - 1) / kLargest * kLargest), sink(64);
   fill_uniform(pool.as<__nv_bfloat16>(), pool.bytes() / 2, 0xf1ed, -1.0f, 1.0f, s);
   FixedCosts f;
-  f.stream = stream_line(s, pool, sink.as<uint32_t>());
+  f.stream = stream_line(s, pool, sink.as<uint32_t>(), true);
   f.rw = rw_line(s, pool);
+  f.stream_serial = stream_line(s, pool, sink.as<uint32_t>(), false);
   // Two one-launch graphs alternating between two copies, as a case with runs_per_replay = 1.
   const double single = stream_us(s, pool, kLargest, sink.as<uint32_t>(), 2, 1);
   f.single_launch_extra_us = single - f.stream.points.back().us;
@@ -362,8 +378,11 @@ nlohmann::json MeasuredCeilings::to_json() const {
           {"stream_gbps", fixed.stream.gbps},
           {"rw_fixed_us", fixed.rw.fixed_us},
           {"rw_gbps", fixed.rw.gbps},
+          {"stream_serial_fixed_us", fixed.stream_serial.fixed_us},
+          {"stream_serial_gbps", fixed.stream_serial.gbps},
           {"stream_points", fixed.stream.points_json()},
           {"rw_points", fixed.rw.points_json()},
+          {"stream_serial_points", fixed.stream_serial.points_json()},
           {"single_launch_extra_us", fixed.single_launch_extra_us},
           {"method",
            {{"read_gbps",
@@ -383,6 +402,8 @@ nlohmann::json MeasuredCeilings::to_json() const {
             {"stream_gbps", fixed.stream.method},
             {"rw_fixed_us", fixed.rw.method},
             {"rw_gbps", fixed.rw.method},
+            {"stream_serial_fixed_us", fixed.stream_serial.method},
+            {"stream_serial_gbps", fixed.stream_serial.method},
             {"single_launch_extra_us", fixed.single_launch_method}}}};
 }
 

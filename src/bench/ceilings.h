@@ -15,9 +15,9 @@
 namespace ceiling::bench {
 
 // One grid-wide probe kernel timed at several sizes as the harness times a case (a CUDA graph of
-// back-to-back PDL launches over buffers that together exceed the L2 several times, per-launch
-// time = replay time / launches, median of the replays), and the least-squares line
-// per-launch time = fixed_us + bytes / gbps through the points.
+// back-to-back launches, PDL unless said otherwise, over buffers that together exceed the L2
+// several times, per-launch time = replay time / launches, median of the replays), and the
+// least-squares line per-launch time = fixed_us + bytes / gbps through the points.
 struct LaunchLine {
   struct Point {
     double bytes = 0;  // moved per launch (read, or read + written)
@@ -34,6 +34,9 @@ struct LaunchLine {
 struct FixedCosts {
   LaunchLine stream;  // streaming read: 16-byte loads, each CTA a contiguous 16 KiB, then exits
   LaunchLine rw;      // per CTA one 8 KiB row: read, block-reduce Σx², write the row scaled
+  // The stream probe launched plainly (no PDL attribute): each launch waits for its predecessor
+  // to drain and pays its own ramp, as a library kernel (cuBLASLt) launched without PDL does.
+  LaunchLine stream_serial;
   // Diagnostic (not used by the model): how much more the largest stream size costs as the only
   // launch of its graph than as one of a chain, i.e. what a case timed with runs_per_replay = 1
   // pays per run for the graph replay and the missing PDL overlap.
@@ -41,8 +44,9 @@ struct FixedCosts {
   std::string single_launch_method;
 };
 
-// Both probes at 1, 8, 32, 128 and 256 MiB moved per launch; about half a second. Allocates its own
-// buffers (512 MiB, or 4× the L2 if larger). Throws ceiling::Error. Also used by `ceiling probe`.
+// The three lines at 1, 8, 32, 128 and 256 MiB moved per launch; a fraction of a second. Allocates
+// its own buffers (512 MiB, or 4× the L2 if larger). Throws ceiling::Error. Also used by `ceiling
+// probe`.
 FixedCosts measure_fixed_costs(cudaStream_t stream);
 
 struct MeasuredCeilings {
@@ -51,7 +55,7 @@ struct MeasuredCeilings {
   double launch_graph_us = 0;   // per empty kernel node of a replayed graph
   double small_kernel_us = 0;   // per tiny memory-touching kernel node of a replayed graph
   double round_trip_us = 0;     // one more dependent cold read in such a kernel
-  FixedCosts fixed;             // stream_fixed_us / stream_gbps, rw_fixed_us / rw_gbps in the JSON
+  FixedCosts fixed;  // stream_, rw_ and stream_serial_ fixed_us / gbps / points in the JSON
   nlohmann::json to_json() const;
 };
 

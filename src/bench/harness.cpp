@@ -61,6 +61,7 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   j["math"] = std::string(dtype_name(cost.math));
   j["launches"] = cost.launches;
   j["round_trips"] = cost.round_trips;
+  j["pdl"] = cost.pdl;
   j["dispatched"] = c.dispatched();
   j["gbps"] = cost.bytes / sec / 1e9;
   j["tflops"] = cost.flops / sec / 1e12;
@@ -74,6 +75,7 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   kc.tiles = cost.tiles;
   kc.launches = cost.launches;
   kc.round_trips = cost.round_trips;
+  kc.pdl = cost.pdl;
   const roofline::Prediction p = roofline::predict(gpu, kc, cost.math, true);
   j["predicted_ms"] = p.time_predicted_s * 1e3;
   j["roofline_ms"] = p.time_roofline_s * 1e3;
@@ -119,9 +121,11 @@ int run_kernel_bench(const BenchOptions& opt) {
   run["measured_ceilings"] = m.to_json();
   fmt::print(
       "measured: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s, graph launch {:.2f} us, small kernel "
-      "{:.2f} us, grid-wide fixed {:.2f} us stream / {:.2f} us rw ({:.0f} / {:.0f} GB/s)\n",
+      "{:.2f} us, grid-wide fixed {:.2f} us stream / {:.2f} us rw / {:.2f} us stream without PDL "
+      "({:.0f} / {:.0f} / {:.0f} GB/s)\n",
       m.read_gbps, m.bf16_gemm_tflops, m.launch_graph_us, m.small_kernel_us,
-      m.fixed.stream.fixed_us, m.fixed.rw.fixed_us, m.fixed.stream.gbps, m.fixed.rw.gbps);
+      m.fixed.stream.fixed_us, m.fixed.rw.fixed_us, m.fixed.stream_serial.fixed_us,
+      m.fixed.stream.gbps, m.fixed.rw.gbps, m.fixed.stream_serial.gbps);
   const roofline::GpuCeilings gpu = gpu_ceilings(dev, m);
   run["roofline"] = {{"gpu_id", gpu.gpu_id},
                      {"layer", 2},
@@ -130,6 +134,7 @@ int run_kernel_bench(const BenchOptions& opt) {
                      {"round_trip_us", gpu.round_trip_s * 1e6},
                      {"stream_fixed_us", gpu.stream_fixed_s * 1e6},
                      {"rw_fixed_us", gpu.rw_fixed_s * 1e6},
+                     {"stream_serial_fixed_us", gpu.stream_serial_fixed_s * 1e6},
                      {"fp32_tflops", gpu.fp32_flops / 1e12}};
   run["reps"] = opt.reps;
   run["min_replay_us"] = TimingOptions{}.min_rep_us;

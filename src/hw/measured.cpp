@@ -85,8 +85,12 @@ MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std
   m.stream_bw = optional_positive(c, "ceilings", "stream_gbps", origin) * 1e9;
   m.rw_fixed_s = optional_positive(c, "ceilings", "rw_fixed_us", origin) * 1e-6;
   m.rw_bw = optional_positive(c, "ceilings", "rw_gbps", origin) * 1e9;
+  m.stream_serial_fixed_s =
+      optional_positive(c, "ceilings", "stream_serial_fixed_us", origin) * 1e-6;
+  m.stream_serial_bw = optional_positive(c, "ceilings", "stream_serial_gbps", origin) * 1e9;
   m.stream_points = optional_points(c, "stream_points", origin);
   m.rw_points = optional_points(c, "rw_points", origin);
+  m.stream_serial_points = optional_points(c, "stream_serial_points", origin);
 
   const json& d = object_field(j, "device", origin);
   m.device_name = text(d, "name");
@@ -146,6 +150,8 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
   optional("stream_gbps", m.stream_bw / 1e9);
   optional("rw_fixed_us", m.rw_fixed_s * 1e6);
   optional("rw_gbps", m.rw_bw / 1e9);
+  optional("stream_serial_fixed_us", m.stream_serial_fixed_s * 1e6);
+  optional("stream_serial_gbps", m.stream_serial_bw / 1e9);
   auto points = [&](const char* key, const std::vector<LaunchPoint>& pts) {
     if (pts.empty()) return;
     json a = json::array();
@@ -154,6 +160,7 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
   };
   points("stream_points", m.stream_points);
   points("rw_points", m.rw_points);
+  points("stream_serial_points", m.stream_serial_points);
   json method = json::object();
   for (const auto& [k, v] : m.method) method[k] = v;
   j["provenance"] = {

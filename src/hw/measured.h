@@ -9,13 +9,16 @@
 //   "ceilings": {"read_gbps", "copy_gbps", "bf16_gemm_tflops", "fp8_gemm_tflops",
 //                "launch_eager_us", "launch_graph_us", "small_kernel_us",
 //                optional: "stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps",
-//                "stream_points", "rw_points"}
+//                "stream_serial_fixed_us", "stream_serial_gbps",
+//                "stream_points", "rw_points", "stream_serial_points"}
 //   "provenance": {"date", "driver", "cuda_runtime", "cublaslt", "tool", "method": {...}}
 // copy_gbps counts bytes read plus bytes written. fp8_gemm_tflops may be 0 (no fp8 on the GPU).
-// The optional four are the lines fitted to grid-wide probes (per-launch time = fixed + bytes /
-// rate, src/bench/ceilings.h): a streaming read, and a read → reduce → write kernel whose bytes
-// and rate count reads plus writes. Files written before they existed lack them (0 = unknown);
-// when present they must be positive. The two point lists are the probes' raw measurements the
+// The optional six are the lines fitted to grid-wide probes (per-launch time = fixed + bytes /
+// rate, src/bench/ceilings.h): a streaming read, a read → reduce → write kernel whose bytes and
+// rate count reads plus writes (both launched with PDL), and the streaming read launched plainly
+// (stream_serial: each launch waits for the previous one to drain, as cuBLASLt's kernels do).
+// Files written before they existed lack them (0 = unknown); when present they must be
+// positive. The three point lists are the probes' raw measurements the
 // lines were fitted to: arrays of {"bytes", "us"} (per launch; other keys ignored), positive,
 // distinct sizes; read back sorted by bytes (empty = not in the file).
 #pragma once
@@ -59,8 +62,11 @@ struct MeasuredCeilings {
   double stream_bw = 0;       // bytes/s, its slope's inverse
   double rw_fixed_s = 0;      // intercept of the read → reduce → write kernel's per-launch time
   double rw_bw = 0;           // bytes/s read + written, its slope's inverse
+  double stream_serial_fixed_s = 0;  // the streaming-read kernel launched without PDL
+  double stream_serial_bw = 0;
   std::vector<LaunchPoint> stream_points;  // the points behind each line (empty = not in file)
   std::vector<LaunchPoint> rw_points;
+  std::vector<LaunchPoint> stream_serial_points;
   // Provenance.
   std::string date;
   std::string driver;

@@ -122,6 +122,10 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   c.rw_bw = m.rw_bw;
   for (const hw::LaunchPoint& p : m.stream_points) c.stream_points.push_back({p.bytes, p.seconds});
   for (const hw::LaunchPoint& p : m.rw_points) c.rw_points.push_back({p.bytes, p.seconds});
+  c.stream_serial_fixed_s = m.stream_serial_fixed_s;
+  c.stream_serial_bw = m.stream_serial_bw;
+  for (const hw::LaunchPoint& p : m.stream_serial_points)
+    c.stream_serial_points.push_back({p.bytes, p.seconds});
   return c;
 }
 
@@ -197,6 +201,20 @@ double write_rate(const GpuCeilings& gpu, double read_bw) {
 // What a launched kernel pays beyond its bytes at the rate, before the graph launch is added.
 // Counted as overhead (latency) in the limiter, not as memory time.
 double launch_latency(const GpuCeilings& gpu, const KernelCost& k, double hbm_bytes) {
+  // A kernel launched without PDL waits for its predecessor to drain and ramps up alone: the
+  // plainly launched stream probe prices it, whatever its phases (there is no plain rw probe).
+  // Without that probe it falls through to the PDL probes below, as before it existed.
+  const bool serial = !k.pdl && ((!gpu.stream_serial_points.empty() && gpu.stream_serial_bw > 0) ||
+                                 gpu.stream_serial_fixed_s > 0);
+  if (serial && hbm_bytes > 0) {
+    // As below; the probe has one dependent phase, so each further phase is one round trip.
+    const double fixed =
+        !gpu.stream_serial_points.empty() && gpu.stream_serial_bw > 0
+            ? probe_fixed(gpu.stream_serial_points, gpu.stream_serial_bw, hbm_bytes)
+            : gpu.stream_serial_fixed_s;
+    return std::max(0.0, fixed - gpu.launch_graph_s) +
+           std::max(0, k.round_trips - 1) * gpu.round_trip_s;
+  }
   const bool stream = k.round_trips <= 1;
   const std::vector<ProbePoint>& pts = stream ? gpu.stream_points : gpu.rw_points;
   const double rate = stream ? gpu.stream_bw : gpu.rw_bw;
@@ -234,7 +252,8 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
                  k.nvlink_bytes, k.round_trips);
   CEILING_ENSURE(gpu.mem_bw > 0 && gpu.sm_count > 0, "predict: GPU '{}' has no bandwidth or SMs",
                  gpu.gpu_id);
-  CEILING_ENSURE(valid_points(gpu.stream_points) && valid_points(gpu.rw_points),
+  CEILING_ENSURE(valid_points(gpu.stream_points) && valid_points(gpu.rw_points) &&
+                     valid_points(gpu.stream_serial_points),
                  "predict: GPU '{}': probe points must be positive and sorted by distinct sizes",
                  gpu.gpu_id);
   Prediction p;

@@ -74,6 +74,12 @@ struct GpuCeilings {
   double rw_bw = 0;
   std::vector<ProbePoint> stream_points;
   std::vector<ProbePoint> rw_points;
+  // The stream probe launched without PDL (each launch waits for its predecessor to drain and
+  // pays its own ramp): the fixed cost of a kernel with KernelCost::pdl false. Line and points
+  // as above; 0 / empty = unknown (files written before it): such a kernel is priced as a PDL one.
+  double stream_serial_fixed_s = 0;
+  double stream_serial_bw = 0;
+  std::vector<ProbePoint> stream_serial_points;
   double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
@@ -115,6 +121,12 @@ struct KernelCost {
   // kernel's size, plus max(0, round_trips − 2) · round_trip_s; without those measurements,
   // kernel_floor (a tiny read-only kernel) + (round_trips − 1) · round_trip_s.
   int round_trips = 1;
+  // Launched with programmatic dependent launch (overlaps its neighbours); false for library
+  // kernels (cuBLASLt) that serialize. Layer 2 then takes the fixed cost from the stream probe
+  // launched without PDL (stream_serial) at any round_trips, plus (round_trips − 1) ·
+  // round_trip_s: that probe has one dependent phase, and no PDL-free rw probe is measured.
+  // Without stream_serial, priced exactly as a PDL kernel.
+  bool pdl = true;
   double nvlink_bytes = 0;  // bytes each GPU sends per direction over NVLink (collectives)
   bool collective = false;  // an NVLink collective: pays allreduce_latency_s in layer 2
 };

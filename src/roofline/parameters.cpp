@@ -67,6 +67,17 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
   };
   fixed("stream_fixed_us", g.stream_fixed_s, "streaming-read (round_trips <= 1)");
   fixed("rw_fixed_us", g.rw_fixed_s, "read -> block reduce -> write (round_trips >= 2)");
+  add("stream_serial_fixed_us",
+      g.stream_serial_fixed_s > 0 ? fmt::format("{:.2f}", g.stream_serial_fixed_s * 1e6)
+                                  : "unknown",
+      g.stream_serial_fixed_s > 0
+          ? std::string("measured: intercept of per-launch time against bytes of the "
+                        "streaming-read probe launched without PDL in a CUDA graph (each launch "
+                        "waits for the previous one to drain); prices kernels launched without "
+                        "PDL (cuBLASLt) at any round_trips, plus (round_trips - 1) round trips")
+          : std::string("not measured for these ceilings (`ceiling bench` and newer `ceiling "
+                        "probe` files measure it); kernels launched without PDL are priced as "
+                        "PDL ones"));
   const auto points = [&](const char* name, const std::vector<ProbePoint>& pts, double rate,
                           const char* line) {
     if (pts.empty() || !(rate > 0)) {
@@ -89,6 +100,7 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
   };
   points("stream_points", g.stream_points, g.stream_bw, "stream_fixed");
   points("rw_points", g.rw_points, g.rw_bw, "rw_fixed");
+  points("stream_serial_points", g.stream_serial_points, g.stream_serial_bw, "stream_serial_fixed");
   add("rw_gbps", g.rw_bw > 0 ? fmt::format("{:.0f}", g.rw_bw / 1e9) : "unknown",
       g.rw_bw > 0 ? std::string("measured: the rw probe's rate (reads + writes, one byte written "
                                 "per byte read); written bytes move at the rate that makes such a "

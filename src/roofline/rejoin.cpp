@@ -99,6 +99,15 @@ std::optional<int64_t> legacy_tiles(const std::string& op, const json& p, DType 
   return 0;  // GEMVs, decode attention and the streaming kernels: not wave-quantized
 }
 
+// Whether the case's kernel is launched with PDL, for files written before the harness recorded
+// it (r11 and earlier): LinearCase::cost() runs cuBLASLt (no PDL) exactly when its math is bf16
+// (linear_cublaslt always; linear when it dispatches to cuBLASLt); every other kernel of
+// src/kernels/cuda is launched with launch_pdl.
+bool legacy_pdl(const std::string& op, DType math) {
+  const std::string b = base_op(op);
+  return !((b == "linear" || b == "linear_cublaslt") && math == DType::kBF16);
+}
+
 RejoinCase rejoin_case(const json& c, const GpuCeilings& g) {
   RejoinCase r;
   r.op = c.value("op", "");
@@ -134,6 +143,12 @@ RejoinCase rejoin_case(const json& c, const GpuCeilings& g) {
       if (*t > 0) notes.push_back("tiles from params");
     } else {
       notes.push_back("tiles unknown");
+    }
+    if (auto it = c.find("pdl"); it != c.end() && it->is_boolean()) {
+      k.pdl = it->get<bool>();
+    } else {
+      k.pdl = legacy_pdl(r.op, r.math);
+      if (!k.pdl) notes.push_back("pdl from op");
     }
   } catch (const Error& e) {
     fail("case {} {}: {}", r.op, r.shape, e.what());
@@ -228,6 +243,9 @@ GpuCeilings ceilings_from_bench_run(const json& device, const json& measured) {
   g.rw_bw = std::max(0.0, num(measured, "rw_gbps") * 1e9);
   g.stream_points = points(measured, "stream_points");
   g.rw_points = points(measured, "rw_points");
+  g.stream_serial_fixed_s = std::max(0.0, num(measured, "stream_serial_fixed_us") * 1e-6);
+  g.stream_serial_bw = std::max(0.0, num(measured, "stream_serial_gbps") * 1e9);
+  g.stream_serial_points = points(measured, "stream_serial_points");
   return g;
 }
 
@@ -338,6 +356,7 @@ json rejoin_json(const std::vector<RejoinRun>& runs, double band) {
                     {"latency_us", c.now.latency_s * 1e6},
                     {"write_bytes", c.cost.write_bytes},
                     {"tiles", c.cost.tiles},
+                    {"pdl", c.cost.pdl},
                     {"derived", c.derived}});
     j["cases"] = std::move(cs);
     arr.push_back(std::move(j));

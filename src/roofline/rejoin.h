@@ -16,7 +16,8 @@ namespace ceiling::roofline {
 // The ceilings of a benchmark run: the GPU table's entry for `device` (the run's "device" object,
 // matched by its "gpu" name; fallbacks for an unknown GPU) with what the run measured at its start
 // (`measured`: its "measured_ceilings" object) replacing the read rate, the bf16 GEMM rate, the
-// graph launch, the floor, the round trip and the grid-wide probes (lines and points); efficiency
+// graph launch, the floor, the round trip and the grid-wide probes (lines and points, the PDL
+// ones and the stream probe launched without PDL where the run measured it); efficiency
 // factors 1. The harness predicts every case with these; a non-positive intercept or rate is
 // noise and is left unknown. Throws ceiling::Error for a missing rate or a malformed point list.
 GpuCeilings ceilings_from_bench_run(const nlohmann::json& device, const nlohmann::json& measured);
@@ -56,7 +57,7 @@ std::string rejoin_table(const std::vector<RejoinRun>& runs, double band = 0.15)
 // The same as JSON: {"band", "runs": [{"file", "gpu", "git_sha", "date", "dispatched",
 // "within_recorded", "within_now", "ops": {op: {"cases", "within_recorded", "within_now"}},
 // "cases": [{"op", "shape", "dispatched", "measured_ms", "recorded_ms", "predicted_ms", "gap",
-// "limiter", "latency_us", "derived"}]}], "on_every_file": {...}}.
+// "limiter", "latency_us", "write_bytes", "tiles", "pdl", "derived"}]}], "on_every_file": {...}}.
 nlohmann::json rejoin_json(const std::vector<RejoinRun>& runs, double band = 0.15);
 
 }  // namespace ceiling::roofline

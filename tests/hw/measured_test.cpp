@@ -41,6 +41,8 @@ MeasuredCeilings sample() {
   m.stream_bw = 3.0e12 * u(rng);
   m.rw_fixed_s = 3e-6 * u(rng);
   m.rw_bw = 3.0e12 * u(rng);
+  m.stream_serial_fixed_s = 5e-6 * u(rng);
+  m.stream_serial_bw = 3.0e12 * u(rng);
   m.date = "2026-11-21T00:00:00Z";
   m.driver = "580.159.04";
   m.cuda_runtime = "13.0";
@@ -70,6 +72,8 @@ TEST(Measured, JsonRoundTripKeepsEveryField) {
   EXPECT_NEAR(r.stream_bw / m.stream_bw, 1, 1e-12);
   EXPECT_NEAR(r.rw_fixed_s / m.rw_fixed_s, 1, 1e-12);
   EXPECT_NEAR(r.rw_bw / m.rw_bw, 1, 1e-12);
+  EXPECT_NEAR(r.stream_serial_fixed_s / m.stream_serial_fixed_s, 1, 1e-12);
+  EXPECT_NEAR(r.stream_serial_bw / m.stream_serial_bw, 1, 1e-12);
   EXPECT_EQ(r.date, m.date);
   EXPECT_EQ(r.driver, m.driver);
   EXPECT_EQ(r.method.at("read_gbps"), "test");
@@ -104,11 +108,12 @@ TEST(Measured, BadFilesFailNamingTheField) {
   expect_fail(j.dump(), "provenance");
 }
 
-// Files written before the grid-wide probes lack their four fields: they read as 0 (unknown),
+// Files written before the grid-wide probes lack their six fields: they read as 0 (unknown),
 // and a file is written without them when they were not measured.
 TEST(Measured, GridWideFieldsAreOptional) {
   nlohmann::json j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
-  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"}) {
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps",
+                        "stream_serial_fixed_us", "stream_serial_gbps"}) {
     ASSERT_TRUE(j["ceilings"].contains(k)) << k;
     j["ceilings"].erase(k);
   }
@@ -117,13 +122,17 @@ TEST(Measured, GridWideFieldsAreOptional) {
   EXPECT_EQ(old.stream_bw, 0);
   EXPECT_EQ(old.rw_fixed_s, 0);
   EXPECT_EQ(old.rw_bw, 0);
+  EXPECT_EQ(old.stream_serial_fixed_s, 0);
+  EXPECT_EQ(old.stream_serial_bw, 0);
   const nlohmann::json again = nlohmann::json::parse(measured_ceilings_to_json(old));
-  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"})
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps",
+                        "stream_serial_fixed_us", "stream_serial_gbps"})
     EXPECT_FALSE(again["ceilings"].contains(k)) << k;
 }
 
 TEST(Measured, BadGridWideFieldsFailNamingTheField) {
-  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps"}) {
+  for (const char* k : {"stream_fixed_us", "stream_gbps", "rw_fixed_us", "rw_gbps",
+                        "stream_serial_fixed_us", "stream_serial_gbps"}) {
     for (const nlohmann::json& bad : {nlohmann::json(-2.5), nlohmann::json(0),
                                       nlohmann::json("2.5"), nlohmann::json(nullptr)}) {
       nlohmann::json j = nlohmann::json::parse(measured_ceilings_to_json(sample()));
@@ -151,24 +160,36 @@ TEST(Measured, ProbePointsRoundTripSortedAndValidated) {
   EXPECT_DOUBLE_EQ(r.rw_points[0].bytes, 1048576);
   EXPECT_NEAR(r.rw_points[0].seconds, 1.86e-6, 1e-18);
   EXPECT_DOUBLE_EQ(r.rw_points[2].bytes, 268435456);
+  EXPECT_TRUE(r.stream_serial_points.empty());
   EXPECT_FALSE(
       nlohmann::json::parse(measured_ceilings_to_json(sample()))["ceilings"].contains("rw_points"));
+  EXPECT_FALSE(nlohmann::json::parse(measured_ceilings_to_json(sample()))["ceilings"].contains(
+      "stream_serial_points"));
+  // The plainly launched stream probe's points: the same round trip.
+  m.stream_serial_points = {{268435456, 88e-6}, {1048576, 3.4e-6}};
+  const MeasuredCeilings s2 = parse_measured_ceilings(measured_ceilings_to_json(m), "mem");
+  ASSERT_EQ(s2.stream_serial_points.size(), 2u);
+  EXPECT_DOUBLE_EQ(s2.stream_serial_points[0].bytes, 1048576);
+  EXPECT_NEAR(s2.stream_serial_points[0].seconds, 3.4e-6, 1e-18);
+  EXPECT_NEAR(s2.stream_serial_points[1].seconds, 88e-6, 1e-18);
+  EXPECT_EQ(s2.rw_points.size(), 3u);
   const nlohmann::json good = nlohmann::json::parse(measured_ceilings_to_json(m));
-  for (const nlohmann::json& bad : {nlohmann::json(3), nlohmann::json::array({1}),
-                                    nlohmann::json::array({{{"bytes", 1048576}, {"us", -1}}}),
-                                    nlohmann::json::array({{{"bytes", 1048576}}}),
-                                    nlohmann::json::array({{{"bytes", 1048576}, {"us", 1}},
-                                                           {{"bytes", 1048576}, {"us", 2}}})}) {
-    nlohmann::json j = good;
-    j["ceilings"]["rw_points"] = bad;
-    try {
-      parse_measured_ceilings(j.dump(), "f.json");
-      ADD_FAILURE() << "expected an error for rw_points = " << bad.dump();
-    } catch (const ceiling::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("rw_points"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("f.json"), std::string::npos) << e.what();
+  for (const char* key : {"rw_points", "stream_serial_points"})
+    for (const nlohmann::json& bad : {nlohmann::json(3), nlohmann::json::array({1}),
+                                      nlohmann::json::array({{{"bytes", 1048576}, {"us", -1}}}),
+                                      nlohmann::json::array({{{"bytes", 1048576}}}),
+                                      nlohmann::json::array({{{"bytes", 1048576}, {"us", 1}},
+                                                             {{"bytes", 1048576}, {"us", 2}}})}) {
+      nlohmann::json j = good;
+      j["ceilings"][key] = bad;
+      try {
+        parse_measured_ceilings(j.dump(), "f.json");
+        ADD_FAILURE() << "expected an error for " << key << " = " << bad.dump();
+      } catch (const ceiling::Error& e) {
+        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("f.json"), std::string::npos) << e.what();
+      }
     }
-  }
 }
 
 TEST(Measured, FitsFixedCostPlusRate) {

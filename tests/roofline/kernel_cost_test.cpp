@@ -444,6 +444,117 @@ TEST(KernelCost, MeasuredFileCarriesTheProbePointsAndRates) {
   EXPECT_EQ(rows, 3);
 }
 
+// A kernel launched without PDL (cuBLASLt) is priced with the stream probe launched plainly, at
+// its own size, at any round_trips (one round trip per phase beyond the probe's one); a PDL
+// kernel is not affected by that probe.
+TEST(KernelCost, NonPdlKernelsUseTheSerialProbe) {
+  GpuCeilings g = rw_measured();
+  g.stream_fixed_s = 1.4e-6;
+  g.stream_bw = 4.5e12;
+  g.stream_points = {{1e6, 1.75e-6}, {256e6, 58.3e-6}};
+  g.rw_bw = 4.0e12;
+  g.rw_points = {{1e6, 1.8e-6}, {256e6, 65.4e-6}};
+  g.stream_serial_fixed_s = 3.0e-6;
+  g.stream_serial_bw = 4.4e12;
+  // Fixed costs (time - bytes / 4.4e12): 3.2 and 3.0 us.
+  g.stream_serial_points = {{1e6, 1e6 / 4.4e12 + 3.2e-6}, {256e6, 256e6 / 4.4e12 + 3.0e-6}};
+  KernelCost k;
+  k.bytes = 128.5e6;  // halfway: fixed cost 3.1 us
+  k.pdl = false;
+  const double mem2 = 128.5e6 / 4.6e12;
+  auto t = [&](int round_trips) {
+    k.round_trips = round_trips;
+    return predict(g, k, DType::kF32);
+  };
+  EXPECT_NEAR(t(1).time_predicted_s, mem2 + 3.1e-6, 1e-15);
+  EXPECT_NEAR(t(1).latency_s, 3.1e-6 - 0.5e-6, 1e-15);
+  EXPECT_NEAR(t(2).time_predicted_s, mem2 + 3.1e-6 + 0.25e-6, 1e-15);  // stores: one round trip
+  EXPECT_NEAR(t(3).time_predicted_s, mem2 + 3.1e-6 + 2 * 0.25e-6, 1e-15);
+  k.bytes = 40960;  // below the smallest point: that point's time, its bytes at the probe's rate
+  EXPECT_NEAR(t(1).time_predicted_s, 1e6 / 4.4e12 + 3.2e-6 + 40960 / 4.6e12 - 40960 / 4.4e12,
+              1e-15);
+  // Points without a rate: the serial intercept.
+  g.stream_serial_bw = 0;
+  k.bytes = 128.5e6;
+  EXPECT_NEAR(t(1).time_predicted_s, mem2 + 3.0e-6, 1e-15);
+  g.stream_serial_bw = 4.4e12;
+  // A PDL kernel keeps the PDL probes.
+  k.pdl = true;
+  const double e1 = 1.75e-6 - 1e6 / 4.5e12, e256 = 58.3e-6 - 256e6 / 4.5e12;
+  EXPECT_NEAR(t(1).time_predicted_s, mem2 + (e1 + e256) / 2, 1e-15);  // halfway between them
+  // Nothing from device memory: the floor formula, as for a PDL kernel.
+  k.pdl = false;
+  k.l2_reuse_bytes = k.bytes;
+  g.l2_resident_fraction = 1;
+  g.l2_bytes = 1e9;
+  EXPECT_NEAR(t(2).time_predicted_s, g.kernel_floor_s + 0.5e-6, 1e-15);
+  k.l2_reuse_bytes = 0;
+  // Unsorted serial points are rejected like the others.
+  g.stream_serial_points = {{8e6, 5e-6}, {1e6, 3e-6}};
+  EXPECT_THROW(t(1), Error);
+}
+
+// Without the serial probe (older runs and files) a non-PDL kernel is priced exactly as a PDL
+// one, whichever of the PDL probes, line or floor applies.
+TEST(KernelCost, NonPdlKernelsWithoutTheSerialProbeArePricedAsBefore) {
+  GpuCeilings measured = rw_measured();
+  measured.rw_points = {{1e6, 1.8e-6}, {256e6, 65.4e-6}};
+  measured.stream_fixed_s = 1.4e-6;
+  for (const GpuCeilings& g : {measured, ceilings_for("h200", false)}) {
+    for (int rt : {0, 1, 2, 3}) {
+      for (double bytes : {0.0, 40960.0, 3.4e7}) {
+        KernelCost k;
+        k.bytes = bytes;
+        k.flops = 1e9;
+        k.tiles = 32;
+        k.round_trips = rt;
+        const double pdl = predict(g, k, DType::kBF16).time_predicted_s;
+        k.pdl = false;
+        EXPECT_DOUBLE_EQ(predict(g, k, DType::kBF16).time_predicted_s, pdl)
+            << g.source << " rt " << rt << " bytes " << bytes;
+      }
+    }
+  }
+}
+
+TEST(KernelCost, MeasuredFileCarriesTheSerialProbe) {
+  namespace fs = std::filesystem;
+  hw::MeasuredCeilings m = measured_base("h200", "NVIDIA H200");
+  m.read_bw = 4.6e12;
+  m.launch_graph_s = 0.5e-6;
+  m.stream_serial_fixed_s = 3.0e-6;
+  m.stream_serial_bw = 4.4e12;
+  m.stream_serial_points = {{8e6, 8e6 / 4.4e12 + 3.1e-6}, {1e6, 1e6 / 4.4e12 + 3.2e-6}};
+  const fs::path f = write_measured(m);
+  const GpuCeilings g = ceilings_from_file("h200", f.string());
+  fs::remove(f);
+  EXPECT_NEAR(g.stream_serial_fixed_s, 3.0e-6, 1e-15);
+  EXPECT_NEAR(g.stream_serial_bw, 4.4e12, 1);
+  ASSERT_EQ(g.stream_serial_points.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.stream_serial_points[0].bytes, 1e6);  // read back sorted
+  KernelCost k;
+  k.bytes = 8e6;
+  k.pdl = false;
+  EXPECT_NEAR(predict(g, k, DType::kF32).time_predicted_s, 8e6 / 4.6e12 + 3.1e-6, 1e-12);
+  int rows = 0;
+  for (const ParameterDoc& p : describe_parameters(g)) {
+    if (p.name == "stream_serial_fixed_us") {
+      EXPECT_EQ(p.value, "3.00");
+      ++rows;
+    }
+    if (p.name == "stream_serial_points") {
+      EXPECT_NE(p.value.find("1 MiB"), std::string::npos) << p.value;
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 2);
+  for (const ParameterDoc& p : describe_parameters(ceilings_for("h200", false))) {
+    if (p.name == "stream_serial_fixed_us" || p.name == "stream_serial_points") {
+      EXPECT_EQ(p.value, "unknown");
+    }
+  }
+}
+
 TEST(KernelCost, DeviceNameLookup) {
   EXPECT_EQ(gpu_id_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm");
   EXPECT_EQ(gpu_id_for_device("NVIDIA H200"), "h200");

@@ -97,6 +97,25 @@ TEST(Rejoin, CeilingsComeFromTheRunsMeasurements) {
   EXPECT_DOUBLE_EQ(g.rw_points[0].bytes, 1e6);  // sorted
   EXPECT_NEAR(g.rw_points[0].seconds, 1.8e-6, 1e-15);
   ASSERT_EQ(g.stream_points.size(), 1u);
+  // The plainly launched stream probe: absent in older runs (unknown), carried when present.
+  EXPECT_EQ(g.stream_serial_fixed_s, 0);
+  EXPECT_EQ(g.stream_serial_bw, 0);
+  EXPECT_TRUE(g.stream_serial_points.empty());
+  json ms = measured();
+  ms["stream_serial_fixed_us"] = 3.1;
+  ms["stream_serial_gbps"] = 4500.0;
+  ms["stream_serial_points"] = json::array({{{"bytes", 8e6}, {"launches", 64}, {"us", 5.2}},
+                                            {{"bytes", 1e6}, {"launches", 512}, {"us", 3.4}}});
+  const GpuCeilings sg = ceilings_from_bench_run(a_run()["device"], ms);
+  EXPECT_NEAR(sg.stream_serial_fixed_s, 3.1e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(sg.stream_serial_bw, 4500e9);
+  ASSERT_EQ(sg.stream_serial_points.size(), 2u);
+  EXPECT_DOUBLE_EQ(sg.stream_serial_points[0].bytes, 1e6);  // sorted
+  EXPECT_NEAR(sg.stream_serial_points[1].seconds, 5.2e-6, 1e-15);
+  ms["stream_serial_fixed_us"] = -0.1;  // noise: unknown
+  EXPECT_EQ(ceilings_from_bench_run(a_run()["device"], ms).stream_serial_fixed_s, 0);
+  ms["stream_serial_points"] = json::array({{{"us", 1}}});
+  EXPECT_THROW(ceilings_from_bench_run(a_run()["device"], ms), Error);
   // A non-positive intercept is noise: unknown. No points: none.
   json m = measured();
   m["stream_fixed_us"] = -0.2;
@@ -134,7 +153,11 @@ TEST(Rejoin, CasesArePredictedWithRecordedOrDerivedCosts) {
   EXPECT_EQ(norm.derived, "write_bytes from params");
   EXPECT_DOUBLE_EQ(norm.cost.write_bytes, 2.0 * 4096 * 2);  // residual and out
   const RejoinCase& lt = r.cases[2];
-  EXPECT_EQ(lt.derived, "write_bytes from params, tiles from params");
+  // No "pdl" in the file: cuBLASLt is launched without PDL.
+  EXPECT_EQ(lt.derived, "write_bytes from params, tiles from params, pdl from op");
+  EXPECT_FALSE(lt.cost.pdl);
+  EXPECT_TRUE(silu.cost.pdl);  // every other kernel: PDL, nothing to say
+  EXPECT_TRUE(norm.cost.pdl);
   EXPECT_EQ(lt.cost.tiles, 32);  // 1 x 32 tiles of 128 x 128
   EXPECT_DOUBLE_EQ(lt.cost.write_bytes, 2.0 * 16 * 4096);
   EXPECT_EQ(lt.math, DType::kBF16);
@@ -143,6 +166,7 @@ TEST(Rejoin, CasesArePredictedWithRecordedOrDerivedCosts) {
   EXPECT_EQ(prefill.cost.write_bytes, 0);
   EXPECT_EQ(prefill.cost.round_trips, 1);
   EXPECT_FALSE(r.cases[4].dispatched);
+  EXPECT_TRUE(r.cases[4].cost.pdl);  // a GEMV (math f32)
   // Each prediction is predict() over the run's ceilings and the case's cost.
   for (const RejoinCase& c : r.cases)
     EXPECT_DOUBLE_EQ(c.now.time_predicted_s,
@@ -152,6 +176,46 @@ TEST(Rejoin, CasesArePredictedWithRecordedOrDerivedCosts) {
   // difference of its own bytes, nearly all overhead.
   EXPECT_NEAR(norm.now.time_predicted_s, 1.8e-6, 0.01e-6);
   EXPECT_EQ(norm.now.limiter, Limiter::kOverhead);
+  // Without the plainly launched probe the cuBLASLt case is priced as before (as a PDL kernel).
+  KernelCost as_pdl = lt.cost;
+  as_pdl.pdl = true;
+  EXPECT_DOUBLE_EQ(lt.now.time_predicted_s,
+                   predict(r.ceilings, as_pdl, lt.math, true).time_predicted_s);
+}
+
+TEST(Rejoin, RecordedPdlWinsAndTheSerialProbePricesNonPdlCases) {
+  json run = a_run();
+  run["measured_ceilings"]["stream_serial_fixed_us"] = 3.1;
+  run["measured_ceilings"]["stream_serial_gbps"] = 4500.0;
+  run["measured_ceilings"]["stream_serial_points"] =
+      json::array({{{"bytes", 1e6}, {"launches", 512}, {"us", 3.4}},
+                   {{"bytes", 8e6}, {"launches", 64}, {"us", 5.2}},
+                   {{"bytes", 256e6}, {"launches", 32}, {"us", 62.0}}});
+  json recorded = run["cases"][2];  // linear_cublaslt written by a harness that records pdl
+  recorded["pdl"] = false;
+  recorded["shape"] = "recorded";
+  run["cases"].push_back(recorded);
+  recorded["pdl"] = true;  // what the file says wins over the op
+  recorded["shape"] = "recorded pdl";
+  run["cases"].push_back(recorded);
+  const RejoinRun r = rejoin_run(run, "run.json");
+  ASSERT_EQ(r.cases.size(), 7u);
+  const RejoinCase &derived = r.cases[2], &rec = r.cases[5], &rec_pdl = r.cases[6];
+  EXPECT_FALSE(rec.cost.pdl);
+  EXPECT_EQ(rec.derived, "write_bytes from params, tiles from params");
+  EXPECT_TRUE(rec_pdl.cost.pdl);
+  // The non-PDL case pays the serial probe's fixed cost at its size (between the 8 and 256 MB
+  // points) less the graph node, plus one round trip for its second phase.
+  const GpuCeilings& g = r.ceilings;
+  const double b = rec.now.hbm_bytes, bw = 4500e9;
+  const double e8 = 5.2e-6 - 8e6 / bw, e256 = 62e-6 - 256e6 / bw;
+  const double fixed = e8 + (b - 8e6) / (256e6 - 8e6) * (e256 - e8);
+  EXPECT_NEAR(rec.now.latency_s, fixed - g.launch_graph_s + g.round_trip_s, 1e-15);
+  EXPECT_DOUBLE_EQ(derived.now.time_predicted_s, rec.now.time_predicted_s);
+  EXPECT_GT(rec.now.time_predicted_s, rec_pdl.now.time_predicted_s);
+  const json j = rejoin_json({r});
+  EXPECT_EQ(j["runs"][0]["cases"][2]["pdl"], false);
+  EXPECT_EQ(j["runs"][0]["cases"][0]["pdl"], true);
 }
 
 TEST(Rejoin, CountsTheDispatchedCasesWithinTheBand) {

@@ -57,6 +57,7 @@ class LinearCase : public CaseBase {
     } else {
       c.math = DType::kBF16;
       c.tiles = int64_t((M_ + 127) / 128) * ((N_ + 127) / 128);
+      c.pdl = false;  // cuBLASLt's kernels are launched without PDL: each waits for the last
     }
     return c;
   }
