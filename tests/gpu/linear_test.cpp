@@ -75,6 +75,27 @@ TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
   }
 }
 
+// Every built configuration of the tensor-core kernel (gemv_mma_with_config): M at and around the
+// 8-token tile (2, 7, 8, 9, 16), N off the 16-row tiles (1, 13, 31, 1031) and several CTAs, K
+// from one 16-byte piece to a short last 64-wide chunk (8, 24, 520) and many chunks per k slice.
+TEST(GpuGemv, MmaConfigsMatchReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int cfgs[][3] = {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
+  for (const auto& [t, r, u] : cfgs) {
+    cuda::GemvConfig c;
+    c.threads = t;
+    c.rows = r;
+    c.unroll = u;
+    for (int M : {2, 7, 8, 9, 16})
+      for (int N : {1, 13, 31, 1031})
+        for (int K : {8, 24, 520, 4104})
+          expect_case_passes(
+              *bench::make_gemv_config_case(c, N, K, (M + N) % 2 == 0, DType::kBF16, M), s);
+    expect_case_passes(*bench::make_gemv_config_case(c, 4099, 14336, true, DType::kBF16, 16), s);
+  }
+}
+
 TEST(GpuGemv, RejectsLargeM) {
   CEILING_REQUIRE_GPU();
   const Status st = cuda::gemv(nullptr, nullptr, nullptr, nullptr, DType::kBF16, 17, 8, 8, nullptr);

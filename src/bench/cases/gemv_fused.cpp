@@ -11,6 +11,7 @@
 #include "bench/cases/case_util.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ref.h"
+#include "kernels/cuda/linear.h"
 
 namespace ceiling::bench {
 namespace {
@@ -34,7 +35,10 @@ class GemvFusedCase : public CaseBase {
                 std::optional<cuda::GemvConfig> cfg)
       : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias), cfg_(cfg) {}
   std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
-  bool dispatched() const override { return !cfg_; }
+  // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h).
+  bool dispatched() const override {
+    return !cfg_ && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv;
+  }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " in=" + input_name(in_) +
            (acc_ ? " +residual" : "") + (pairs_ ? " out=silu_pairs" : "") + (bias_ ? " bias" : "") +
@@ -168,7 +172,9 @@ class GemvRopeCase : public CaseBase {
   GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg)
       : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {}
   std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
-  bool dispatched() const override { return !cfg_; }
+  bool dispatched() const override {
+    return !cfg_ && cuda::linear_path(M_, N(), H_) == cuda::LinearPath::kGemv;
+  }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +
            kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_) +
@@ -359,6 +365,15 @@ void register_gemv_fused_cases(CaseList& out) {
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, m.H, m.H));
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * m.I, m.H));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, 1, m.H, m.I));
+  }
+  // Batched decode (the tensor-core kernel, M > 1) on the 8B shapes.
+  for (int M : {4, 16}) {
+    const Model m{4096, 32, 8, 128, 14336};
+    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, false, M, 6144, m.H));
+    out.push_back(make_gemv_rope_case(M, m.H, m.Hq, m.Hkv, m.D));
+    out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.H));
+    out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, M, 2 * m.I, m.H));
+    out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.I));
   }
   // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).
   for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}})

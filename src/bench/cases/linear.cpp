@@ -53,7 +53,7 @@ class LinearCase : public CaseBase {
     c.write_bytes = out_size() * double(M_) * N_;
     c.round_trips = 2;  // loads, then the stores of what was computed from them
     if (uses_gemv()) {
-      c.math = DType::kF32;  // CUDA-core FMAs
+      c.math = M_ > 1 ? DType::kBF16 : DType::kF32;  // mma.sync above M = 1, CUDA-core FMAs at 1
     } else {
       c.math = DType::kBF16;
       c.tiles = int64_t((M_ + 127) / 128) * ((N_ + 127) / 128);
@@ -82,6 +82,12 @@ class LinearCase : public CaseBase {
     const bf16* bias = bias_ ? b_.at(set) : nullptr;
     switch (impl_) {
       case LinearImpl::kGemv:
+        if (cfg_ && M_ > 1) {
+          if (out_dtype_ != DType::kBF16)
+            return Status::error("linear_gemv_cfg: M > 1 configurations write bf16");
+          return cuda::gemv_mma_with_config(*cfg_, x_.at(set), w_.at(set), bias,
+                                            reinterpret_cast<bf16*>(out_.at(set)), M_, N_, K_, s);
+        }
         if (cfg_)
           return cuda::gemv_with_config(*cfg_, x_.at(set), w_.at(set), bias, out_.at(set),
                                         out_dtype_, N_, K_, s);
@@ -152,8 +158,8 @@ std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int 
 }
 
 std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, int N, int K,
-                                                  bool bias, DType out_dtype) {
-  return std::make_unique<LinearCase>(LinearImpl::kGemv, 1, N, K, bias, out_dtype, cfg);
+                                                  bool bias, DType out_dtype, int M) {
+  return std::make_unique<LinearCase>(LinearImpl::kGemv, M, N, K, bias, out_dtype, cfg);
 }
 
 // The shapes (x·W with W 4096→14336, 4096→4096, 14336→4096), the fused QKV / gate-up of
@@ -183,6 +189,15 @@ void register_linear_cases(CaseList& out) {
                              std::pair{3072, 2048}, std::pair{2048, 2048}, std::pair{16384, 2048},
                              std::pair{2048, 8192}})
     for (const auto& c : cfgs) out.push_back(make_gemv_config_case(c, N, K));
+  // The tensor-core kernel's configurations (M > 1; gemv() picks one by N) at one and two
+  // 8-token tiles: more k slices or chunks in flight against more row tiles sharing x in L1.
+  const cuda::GemvConfig mma_cfgs[] = {reg(512, 16, 1), reg(128, 16, 2), reg(256, 16, 1),
+                                       reg(256, 16, 2), reg(512, 32, 1)};
+  for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336},
+                             std::pair{2048, 2048}})
+    for (int M : {8, 16})
+      for (const auto& c : mma_cfgs)
+        out.push_back(make_gemv_config_case(c, N, K, false, DType::kBF16, M));
   out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
   for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
     out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));

@@ -15,9 +15,10 @@ enum class LinearImpl { kGemv, kCublasLt, kDispatch };
 // middle, last) with cpu::linear, all N columns.
 std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int K, bool bias,
                                              DType out_dtype = DType::kBF16);
-// The M = 1 GEMV with an explicit kernel configuration (cuda::gemv_with_config).
+// The GEMV with an explicit kernel configuration: M = 1 the register kernel
+// (cuda::gemv_with_config), M > 1 the tensor-core kernel (cuda::gemv_mma_with_config, bf16 out).
 std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, int N, int K,
-                                                  bool bias = false,
-                                                  DType out_dtype = DType::kBF16);
+                                                  bool bias = false, DType out_dtype = DType::kBF16,
+                                                  int M = 1);
 
 }  // namespace ceiling::bench

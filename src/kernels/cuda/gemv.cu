@@ -3,10 +3,12 @@
 // easy; what is lost is a fixed ~2–4 µs per kernel (first-wave ramp, last-wave tail), which is
 // 10–30 % of these shapes (bench/notes.md).
 //
-// The register kernel (every M ≤ 16): one CTA per kRows rows, 16-byte non-allocating loads,
-// kUnroll·kRows loads in flight per thread before any math. (A persistent ring kernel — one
-// producer thread streaming W with cp.async.bulk into shared-memory stages — was built, measured
-// at 52–80 % of read against this kernel's 74–97 % on every shape, and removed: bench/notes.md.)
+// The register kernel (M = 1): one CTA per kRows rows, 16-byte non-allocating loads,
+// kUnroll·kRows loads in flight per thread before any math. 2 ≤ M ≤ 16: the tensor-core kernel of
+// gemv_mma.cuh (same loads, the weights fed to mma.sync as they arrive). (A persistent ring kernel
+// — one producer thread streaming W with cp.async.bulk into shared-memory stages — was built,
+// measured at 52–80 % of read against this kernel's 74–97 % on every shape, and removed:
+// bench/notes.md.)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
@@ -282,34 +285,74 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
                             f.silu_pairs || f.rope.D > 0, f.rope);
 }
 
-// The one place that maps M to a kernel (rows per CTA of the register kernel shrink as M grows,
-// keeping kMaxM·kRows accumulators and kUnroll·kRows in-flight loads within the register budget).
-template <typename OutT>
-cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
-                     cudaStream_t s) {
-  if (M <= 1) return launch_fast<1, 2, 2>(x, w, bias, out, M, N, K, s);
-  if (M <= 2) return launch_fast<2, 2, 2>(x, w, bias, out, M, N, K, s);
-  if (M <= 4) return launch_fast<4, 2, 2>(x, w, bias, out, M, N, K, s);
-  if (M <= 8) return launch_fast<8, 2, 2>(x, w, bias, out, M, N, K, s);
-  return launch_fast<16, 2, 2>(x, w, bias, out, M, N, K, s);
+// The tensor-core kernel (gemv_mma.cuh) with kRowTiles 16-row tiles and kKSlices k slices per
+// CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
+template <int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn = GemvInput::kPlain,
+          typename OutT>
+cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
+                       int K, cudaStream_t s, const GemvFusion& f = {}) {
+  const bool pairs = f.silu_pairs || f.rope.D > 0;
+  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles);
+  const dim3 block(32 * kRowTiles * kKSlices);
+  const auto go = [&](auto kernel) {
+    return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
+                              f.norm_weight, f.eps, f.accumulate, f.rope);
+  };
+  using detail::gemv_mma_kernel;
+  if constexpr (std::is_same_v<OutT, bf16>) {
+    if (pairs)
+      return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>)
+                    : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>);
+  }
+  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>)
+                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>);
 }
 
-// The fused-input kernels (gemv_fused): the register kernel's configurations, bf16 out.
-// At M = 1 the QKV projection with the RoPE epilogue takes the configuration measured fastest for
-// its K (H100, bench r9, linear_gemv_fused_cfg): 4 rows per CTA at K = 4096 (18.1 vs 19.1 µs),
-// 64-thread CTAs at K = 2048 (6.25 vs 6.53 µs). Gate/up differed by ≤ 1.4 %: the default.
-template <GemvInput kIn>
-cudaError_t dispatch_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16* bias,
-                           bf16* out, int M, int N, int K, cudaStream_t s) {
-  if constexpr (kIn == GemvInput::kRmsNorm)
-    if (M <= 1 && f.rope.D > 0)
+// The one place that maps M to a kernel: the register kernel at M = 1, the tensor-core kernel
+// above, its CTA shape by N (H100, bench r13 linear_gemv_cfg at M = 8 and 16, 132 SMs): a grid
+// of about one CTA per SM, or many small CTAs, beats a few per SM with the busiest SMs the tail —
+//   N ≤ 2048: 16 rows × 16 k slices (128 CTAs at N = 2048; 4.7 µs against 5.3–5.7 for the others);
+//   N ≤ 5120: 32 rows × 8 k slices (128 CTAs at N = 4096; 13.3 µs at 4096², 41.7 at 4096 × 14336);
+//   above:   16 rows × 8 k slices (896 CTAs at N = 14336; 42.3 µs against 45.5 for 16 × 16).
+template <GemvInput kIn = GemvInput::kPlain, typename OutT>
+cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
+                     cudaStream_t s, const GemvFusion& f = {}) {
+  if (M > 1) {
+    if (N <= 2048) return launch_mma<1, 16, 1, kIn>(x, w, bias, out, M, N, K, s, f);
+    if (N <= 5120) return launch_mma<2, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
+    return launch_mma<1, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
+  }
+  if constexpr (kIn == GemvInput::kRmsNorm) {
+    // At M = 1 the QKV projection with the RoPE epilogue takes the configuration measured fastest
+    // for its K (H100, bench r9, linear_gemv_fused_cfg): 4 rows per CTA at K = 4096 (18.1 vs
+    // 19.1 µs), 64-thread CTAs at K = 2048 (6.25 vs 6.53 µs). Gate/up differed by ≤ 1.4 %.
+    if (f.rope.D > 0)
       return K >= 4096 ? launch_fast<1, 4, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f)
                        : launch_fast<1, 2, 2, 64, kIn>(x, w, bias, out, M, N, K, s, f);
-  if (M <= 1) return launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
-  if (M <= 2) return launch_fast<2, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
-  if (M <= 4) return launch_fast<4, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
-  if (M <= 8) return launch_fast<8, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
-  return launch_fast<16, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+  }
+  return launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
+}
+
+// The tensor-core configurations the benchmark compares (gemv_mma_with_config): GemvConfig's
+// threads = 32 · row tiles · k slices, rows = 16 · row tiles.
+bool dispatch_mma_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias,
+                         bf16* out, int M, int N, int K, cudaStream_t s, cudaError_t* err) {
+  const auto is = [&](int t, int r, int u) {
+    return c.threads == t && c.rows == r && c.unroll == u;
+  };
+  if (is(512, 16, 1))
+    *err = launch_mma<1, 16, 1>(x, w, bias, out, M, N, K, s);
+  else if (is(128, 16, 2))
+    *err = launch_mma<1, 4, 2>(x, w, bias, out, M, N, K, s);
+  else if (is(256, 16, 1))
+    *err = launch_mma<1, 8, 1>(x, w, bias, out, M, N, K, s);
+  else if (is(256, 16, 2))
+    *err = launch_mma<1, 8, 2>(x, w, bias, out, M, N, K, s);
+  else if (is(512, 32, 1))
+    *err = launch_mma<2, 8, 1>(x, w, bias, out, M, N, K, s);
+  else
+    return false;
+  return true;
 }
 
 // M = 1 register configurations the benchmark compares (gemv_with_config).
@@ -384,8 +427,7 @@ std::string gemv_config_name(const GemvConfig& c) {
 }
 
 int gemv_ctas(int M, int N) {
-  (void)M;
-  return static_cast<int>(detail::ceil_div(N, 2));
+  return static_cast<int>(detail::ceil_div(N, M > 1 ? 16 : 2));
 }
 
 Status gemv_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
@@ -455,12 +497,25 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
   cudaError_t e = cudaSuccess;
   switch (f.input) {
     case GemvInput::kPlain:
-      e = dispatch_fused<GemvInput::kPlain>(f, x, w, bias, out, M, N, K, stream);
+      e = dispatch<GemvInput::kPlain>(x, w, bias, out, M, N, K, stream, f);
       break;
     case GemvInput::kRmsNorm:
-      e = dispatch_fused<GemvInput::kRmsNorm>(f, x, w, bias, out, M, N, K, stream);
+      e = dispatch<GemvInput::kRmsNorm>(x, w, bias, out, M, N, K, stream, f);
       break;
   }
+  CEILING_CUDA_RETURN(e);
+  return Status();
+}
+
+Status gemv_mma_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
+                            bf16* out, int M, int N, int K, cudaStream_t stream) {
+  if (M < 2 || M > kGemvMaxM || N <= 0 || K <= 0 || !gemv_fused_supported(K, x, w))
+    return Status::error(
+        "gemv_mma_with_config: needs 2 ≤ M ≤ {}, K % 8 == 0, aligned x and W (M {} N {} K {})",
+        kGemvMaxM, M, N, K);
+  cudaError_t e = cudaSuccess;
+  if (!dispatch_mma_config(cfg, x, w, bias, out, M, N, K, stream, &e))
+    return Status::error("gemv_mma_with_config: {} not built", gemv_config_name(cfg));
   CEILING_CUDA_RETURN(e);
   return Status();
 }

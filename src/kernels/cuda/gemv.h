@@ -1,5 +1,5 @@
-// Decode-shaped linear layer written by ceiling: a GEMV / skinny GEMM for 1 ≤ M ≤ 16 rows of x,
-// streaming the weights once for all M rows (meaning: cpu::linear).
+// Decode-shaped linear layer written by ceiling: a GEMV (M = 1, CUDA cores) / skinny GEMM (2 ≤ M ≤
+// 16, mma.sync tensor cores) streaming the weights once for all M rows (meaning: cpu::linear).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -78,6 +78,15 @@ std::string gemv_config_name(const GemvConfig& cfg);
 Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
                         const __nv_bfloat16* bias, void* out, DType out_dtype, int N, int K,
                         cudaStream_t stream);
+
+// Benchmark only: the tensor-core kernel (2 ≤ M ≤ 16; gemv() and gemv_fused() take it for every
+// M > 1) with an explicit configuration: threads = 32 · (16-row tiles per CTA) · (k slices), rows
+// = 16 · tiles, unroll = 64-wide k chunks per stage and lane. Built: t512 r16 u1, t128 r16 u2,
+// t256 r16 u1, t256 r16 u2, t512 r32 u1 (gemv() picks t512r16u1, t512r32u1 or t256r16u1 by N). bf16
+// out, plain input.
+Status gemv_mma_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                            const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
+                            cudaStream_t stream);
 
 // Benchmark only: gemv_fused at M = 1 with the RMS-norm input and an explicit configuration.
 // Built: t128 r2 u2, t128 r4 u2, t64 r2 u2 (gemv_fused dispatches t128r2u2, and for the RoPE

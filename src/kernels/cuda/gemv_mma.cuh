@@ -1,0 +1,311 @@
+// The tensor-core skinny GEMM of gemv.cu (2 ≤ M ≤ 16; include from gemv.cu only).
+//
+// Why tensor cores for a memory-bound op (H100, 4096 → 4096, M = 16): 33.6 MB of weights, a
+// ~10 µs floor at 3.3 TB/s. The register kernel spends per weight element one bf16 → fp32
+// conversion, M FMAs and M/2 conversions of x (a CTA re-converts x for each pair of rows): ~25
+// issue slots per element at M = 16, so it turns issue-bound from M ≈ 4 on (2026-11-21 H200 run:
+// 45 µs at M = 16 against cuBLASLt's 14). One mma.sync.m16n8k16 takes 16 weight rows × 16 k × 8
+// tokens straight from the 16-byte loads: ~1/16 of an issue slot per weight element, so the
+// weights stream at the memory roof for every M ≤ 16.
+//
+// Fragment trick: a dot product does not care in which order k is summed, so the k index of the
+// mma fragments is permuted to fit the 16-byte loads. Lane (g = lane / 4, q = lane % 4) loads 8
+// consecutive k (a 16-byte piece) of weight rows g and g + 8 and of token g: the piece's 32-bit
+// words 2h and 2h + 1 are what the m16n8k16 fragment layout calls columns {2q, 2q + 1} and
+// {2q + 8, 2q + 9} of k step h ∈ {0, 1}, for A (rows g, g + 8) and B (column g) alike: the 4
+// lanes of a row group cover 32 k with two mma.
+// The C fragment: lane (g, q) holds rows g and g + 8 for tokens 2q and 2q + 1.
+//
+// CTA = kRowTiles × kKSlices warps: warp (rt, ks) owns 16 rows (tile rt) and the 64-wide k chunks
+// ks, ks + kKSlices, ... (interleaved, so the CTA's warps read adjacent lines of each row); the
+// slices are summed through shared memory and the ks = 0 warps run the epilogue. Rows of a tile:
+// plain, 16 consecutive rows; with `pairs`, the 8 pairs p0 + g (row g: the pair's first row, row
+// g + 8: its second), so the SiLU or RoPE of a pair is local to one lane's C fragment.
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/pdl.cuh"
+
+namespace ceiling::cuda::detail {
+
+// D[16 × 8] += A[16 × 16] · B[16 × 8]: bf16 in, fp32 accumulate (a: 4 words, b: 2 words).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  __builtin_memcpy(&r, &v, sizeof(r));
+  return r;
+}
+
+// x [M, K] (M ≤ 8·kTiles), W [N, K], K % 8 == 0, x and W 16-byte aligned. Arguments as
+// gemv_kernel (gemv.cu). Grid: one CTA per 16·kRowTiles rows (pairs: 8·kRowTiles pairs).
+// kPairs: the `pairs` epilogue of gemv_kernel (SiLU, or RoPE with rope.D > 0), a template
+// parameter so that the plain kernel carries none of its registers (nor sincosf's slow path).
+template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
+          typename OutT>
+__global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
+    gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                    const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
+                    const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope) {
+  static_assert(!kPairs || std::is_same_v<OutT, bf16>, "the pair epilogues write bf16");
+  constexpr bool kNorm = kIn == GemvInput::kRmsNorm, pairs = kPairs;
+  pdl_launch_dependents();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int rt = warp % kRowTiles, ks = warp / kRowTiles;
+  const int tile = blockIdx.x * kRowTiles + rt;
+  const int half = N / 2, half_d = rope.D / 2;
+  const auto pair_row = [&](int p, int e) {
+    if (rope.D == 0) return e == 0 ? p : half + p;
+    return (p / half_d) * rope.D + p % half_d + e * half_d;
+  };
+  // This lane's two weight rows (g and g + 8 of the tile), clamped for the loads.
+  int row[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+    row[e] = pairs ? pair_row(min(tile * 8 + g, half - 1), e) : min(tile * 16 + g + 8 * e, N - 1);
+  const bf16* wrow0 = w + static_cast<int64_t>(row[0]) * K;
+  const bf16* wrow1 = w + static_cast<int64_t>(row[1]) * K;
+
+  // RoPE inputs (no kernel of the step writes them): sin/cos of this lane's pair for its tokens
+  // 2q + i of each tile, before the wait.
+  float rope_sn[kTiles][2] = {}, rope_cs[kTiles][2] = {};
+  int64_t rope_slot[kTiles][2] = {};
+  if (kPairs && rope.D > 0 && ks == 0) {
+    const int p = tile * 8 + g;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int m = t * 8 + 2 * q + i;
+        if (m < M && p < half) {
+          sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[p % half_d], &rope_sn[t][i],
+                  &rope_cs[t][i]);
+          if (p / half_d >= rope.Hq) rope_slot[t][i] = rope.slot_mapping[m];
+        }
+      }
+  }
+
+  const int pieces = K / 8;  // 16-byte pieces per row; 64-wide chunk c holds pieces 8c .. 8c + 7
+  const int chunks = (pieces + 7) / 8;
+  float acc[kTiles][4] = {};
+  float ss[kTiles] = {};  // Σ x² of token t·8 + g over this lane's pieces (kRmsNorm)
+  // With `accumulate`, the epilogue lanes load the old outputs right after the wait, so those
+  // loads overlap the weight stream (prev[t][2e + i]: row g + 8e, token t·8 + 2q + i).
+  float prev[kTiles][4] = {};
+  const auto wait_producer = [&] {
+    pdl_wait();
+    if constexpr (std::is_same_v<OutT, bf16>) {
+      if (!accumulate || pairs || ks != 0) return;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int m = t * 8 + 2 * q + (j & 1), n = tile * 16 + g + 8 * (j >> 1);
+          if (m < M && n < N) prev[t][j] = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
+        }
+    }
+  };
+
+  // A stage: kUnroll chunks c = c0 + u·kKSlices; lane (g, q) holds pieces 8c + 2q + j (j ∈ {0,
+  // 1}, 32 contiguous bytes) of its rows g (a) and g + 8 (b), so one warp reads whole 128-byte
+  // lines of 16 rows. Two stages alternate: the next one's loads are in flight while this one's
+  // x is loaded and its mma run.
+  struct Stage {
+    uint4 a[kUnroll][2], b[kUnroll][2];
+  };
+  const auto piece = [&](int c0, int u, int j) { return 8 * (c0 + u * kKSlices) + 2 * q + j; };
+  const auto load_w = [&](Stage& st, int c0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int pc = piece(c0, u, j);
+        const bool ok = pc < pieces;
+        st.a[u][j] = ok ? as_uint4(load8_stream(wrow0 + pc * 8)) : make_uint4(0, 0, 0, 0);
+        st.b[u][j] = ok ? as_uint4(load8_stream(wrow1 + pc * 8)) : make_uint4(0, 0, 0, 0);
+      }
+  };
+  // x (and γ) of the stage first, then the mma. With the RMS-norm input the B operand x·γ is
+  // fp32: it is fed as hi + lo, two bf16 terms (hi = bf16(v), lo = bf16(v − hi)), so the product
+  // keeps ~16 bits as gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
+  const auto compute = [&](const Stage& st, int c0) {
+    uint4 xr[kUnroll][2][kTiles];
+    uint4 gr[kUnroll][2];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int pc = piece(c0, u, j);
+        const bool ok = pc < pieces;
+        if constexpr (kNorm)
+          gr[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          const int m = t * 8 + g;
+          xr[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
+                                    : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 wa = st.a[u][j], wb = st.b[u][j];
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          uint4 hi = xr[u][j][t], lo = make_uint4(0, 0, 0, 0);
+          if constexpr (kNorm) {
+            float xf[8], gf[8], hf[8];
+            to_float8(as_bf16x8(hi), xf);
+            to_float8(as_bf16x8(gr[u][j]), gf);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              ss[t] = fmaf(xf[e], xf[e], ss[t]);
+              xf[e] *= gf[e];
+            }
+            const Bf16x8 h8 = from_float8(xf);
+            to_float8(h8, hf);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) hf[e] = xf[e] - hf[e];
+            hi = as_uint4(h8);
+            lo = as_uint4(from_float8(hf));
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y,
+                                    h ? wb.w : wb.y};
+            mma_bf16_16816(acc[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
+            if constexpr (kNorm) mma_bf16_16816(acc[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
+          }
+        }
+      }
+  };
+
+  // The weights do not depend on the previous kernel: the first stage is loaded before the wait.
+  constexpr int kStride = kKSlices * kUnroll;
+  Stage s0, s1;
+  int c0 = ks;
+  load_w(s0, c0);
+  wait_producer();
+  while (c0 < chunks) {
+    load_w(s1, c0 + kStride);
+    compute(s0, c0);
+    c0 += kStride;
+    if (c0 >= chunks) break;
+    load_w(s0, c0 + kStride);
+    compute(s1, c0);
+    c0 += kStride;
+  }
+
+  // Sum the k slices; the ks = 0 warps keep the totals. Σ x²: over the 4 lanes of a token, then
+  // over the slices (the row tiles of one slice read the same x: rt = 0 publishes).
+  __shared__ float red[kKSlices > 1 ? kKSlices - 1 : 1][kRowTiles][kTiles][4][32];
+  __shared__ float ss_part[kKSlices][kTiles * 8];
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      ss[t] += __shfl_xor_sync(0xffffffffu, ss[t], 1);
+      ss[t] += __shfl_xor_sync(0xffffffffu, ss[t], 2);
+      if (rt == 0 && q == 0) ss_part[ks][t * 8 + g] = ss[t];
+    }
+  }
+  if (ks > 0) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[ks - 1][rt][t][i][lane] = acc[t][i];
+  }
+  if constexpr (kKSlices > 1 || kNorm) __syncthreads();
+  if (ks > 0) return;
+#pragma unroll
+  for (int j = 0; j + 1 < kKSlices; ++j)
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][i] += red[j][rt][t][i][lane];
+
+  // Epilogue: lane (g, q) holds, per token tile t and i ∈ {0, 1}, token m = t·8 + 2q + i of row
+  // g (acc[t][i]) and row g + 8 (acc[t][2 + i]).
+  const auto row_scale = [&](int m) {
+    if constexpr (!kNorm) return 1.0f;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kKSlices; ++j) s += ss_part[j][m];
+    return rsqrtf(s / static_cast<float>(K) + eps);
+  };
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int m = t * 8 + 2 * q + i;
+      if (m >= M) continue;
+      const float sc = row_scale(m);
+      if constexpr (!kPairs) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int n = tile * 16 + g + 8 * e;
+          if (n >= N) continue;
+          float v = acc[t][2 * e + i] * sc;
+          if (bias) v += __bfloat162float(bias[n]);
+          OutT* o = out + static_cast<int64_t>(m) * N + n;
+          if constexpr (std::is_same_v<OutT, bf16>) {
+            if (accumulate) v = __bfloat162float(__float2bfloat16(v)) + prev[t][2 * e + i];
+            *o = __float2bfloat16(v);
+          } else {
+            *o = v;
+          }
+        }
+      } else {
+        const int p = tile * 8 + g;
+        if (p >= half) continue;
+        const int ra = pair_row(p, 0), rb = pair_row(p, 1);
+        float a = acc[t][i] * sc, b = acc[t][2 + i] * sc;
+        if (bias) {
+          a += __bfloat162float(bias[ra]);
+          b += __bfloat162float(bias[rb]);
+        }
+        a = __bfloat162float(__float2bfloat16(a));
+        b = __bfloat162float(__float2bfloat16(b));
+        if (rope.D == 0) {
+          out[static_cast<int64_t>(m) * half + p] = __float2bfloat16(silu_times(a, b));
+          continue;
+        }
+        // RoPE (rotate-half) of (x_e, x_{e + D/2}) at the token's position, as rope_kv_write.
+        const int head = p / half_d, e = p % half_d;
+        const float cs = rope_cs[t][i], sn = rope_sn[t][i];
+        const float y1 = a * cs - b * sn, y2 = b * cs + a * sn;
+        if (head < rope.Hq) {
+          out[static_cast<int64_t>(m) * N + ra] = __float2bfloat16(y1);
+          out[static_cast<int64_t>(m) * N + rb] = __float2bfloat16(y2);
+          continue;
+        }
+        const int64_t slot = rope_slot[t][i];
+        if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size) continue;
+        const bool is_k = head < rope.Hq + rope.Hkv;
+        const int kv_head = head - rope.Hq - (is_k ? 0 : rope.Hkv);
+        const int64_t off = ((slot / rope.block_size * rope.Hkv + kv_head) * rope.block_size +
+                             slot % rope.block_size) *
+                                rope.D +
+                            e;
+        bf16* cache = is_k ? rope.k_cache : rope.v_cache;
+        cache[off] = __float2bfloat16(is_k ? y1 : a);
+        cache[off + half_d] = __float2bfloat16(is_k ? y2 : b);
+      }
+    }
+  }
+}
+
+}  // namespace ceiling::cuda::detail
