@@ -41,6 +41,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "roofline/kernel_cost.h"
 
 namespace ceiling::bench {
 
@@ -62,6 +63,9 @@ struct Cost {
   // for library kernels (cuBLASLt) that serialize: the roofline then prices the fixed cost with
   // the stream probe launched without PDL.
   bool pdl = true;
+  // Work a tensor-core kernel issues between its MMAs, counted from its SASS (flash attention's
+  // softmax; roofline/kernel_cost.h). Default: none.
+  roofline::NonMmaWork non_mma;
 };
 
 // Outcome of check(): the worst relative error over the op's outputs.

@@ -62,6 +62,11 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   j["launches"] = cost.launches;
   j["round_trips"] = cost.round_trips;
   j["pdl"] = cost.pdl;
+  j["mma_flops"] = cost.non_mma.mma_flops;
+  j["sfu_ops"] = cost.non_mma.sfu_ops;
+  j["fp32_ops"] = cost.non_mma.fp32_ops;
+  j["issue_slots"] = cost.non_mma.issue_slots;
+  j["mma_groups"] = cost.non_mma.mma_groups;
   j["dispatched"] = c.dispatched();
   j["gbps"] = cost.bytes / sec / 1e9;
   j["tflops"] = cost.flops / sec / 1e12;
@@ -76,6 +81,7 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   kc.launches = cost.launches;
   kc.round_trips = cost.round_trips;
   kc.pdl = cost.pdl;
+  kc.non_mma = cost.non_mma;
   const roofline::Prediction p = roofline::predict(gpu, kc, cost.math, true);
   j["predicted_ms"] = p.time_predicted_s * 1e3;
   j["roofline_ms"] = p.time_roofline_s * 1e3;

@@ -70,6 +70,22 @@ void apply_defaults(GpuCeilings& c) {
   c.tile_n = d.tile_n;
 }
 
+}  // namespace
+
+// CUDA C++ Programming Guide, "Arithmetic Instructions" (throughput per clock per multiprocessor,
+// compute capability 9.0): 128 FP32 add/multiply/FMA, 16 exp2 (MUFU); four schedulers per SM,
+// each issuing one warp instruction per clock (Hopper tuning guide / H100 whitepaper: 4 SM
+// sub-partitions). FlashAttention-3 (Shah et al. 2024, section 3.1) quotes the same MUFU rate as
+// 3.9 TFLOPS of special functions on H100 SXM5 (132 SMs at 1.83 GHz: 16 per clock per SM).
+void set_sm_pipe_rates(GpuCeilings& gpu, std::string_view arch) {
+  const bool hopper = arch == "hopper";
+  gpu.sfu_per_clk = hopper ? 16 : 0;
+  gpu.fp32_per_clk = hopper ? 128 : 0;
+  gpu.issue_per_clk = hopper ? 4 : 0;
+}
+
+namespace {
+
 GpuCeilings datasheet(const hw::GpuSpec& s) {
   GpuCeilings c;
   c.gpu_id = s.id;
@@ -86,6 +102,8 @@ GpuCeilings datasheet(const hw::GpuSpec& s) {
   c.int8_ops = s.int8_ops.value;
   c.fp32_flops = s.fp32_flops.value;
   c.nvlink_bw = s.nvlink_bw.value / 2;  // datasheets add both directions
+  c.sm_clock_hz = s.boost_clock_mhz.value * 1e6;
+  set_sm_pipe_rates(c, s.arch);
   apply_defaults(c);
   return c;
 }
@@ -102,6 +120,7 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   c.measured = true;
   c.source = "measured (" + path + ", " + m.date + ")";
   c.sm_count = m.sm_count;
+  if (m.sm_clock_mhz > 0) c.sm_clock_hz = m.sm_clock_mhz * 1e6;
   c.l2_bytes = m.l2_bytes;
   c.memory_bytes = m.memory_bytes;
   c.mem_bw = m.read_bw;
@@ -162,7 +181,75 @@ int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n) {
   return ((m + gpu.tile_m - 1) / gpu.tile_m) * ((n + gpu.tile_n - 1) / gpu.tile_n);
 }
 
+PrefillWsLoopSass prefill_ws_loop_sass(int head_dim) {
+  // `cuobjdump -sass` of attention_prefill_sm90_ws.cu.o (nvcc 13.0, -O3, sm_90a; the kernel as of
+  // git a36ac68): the consumer main loop of prefill_ws_kernel<D, BS, kTma> (the conditional
+  // backward branch whose body holds the HGMMAs and the MUFU.EX2s), identical for every block
+  // size and both producers. 66 MUFU.EX2 = 64 scores + the two rows' rescale factors.
+  switch (head_dim) {
+    case 128:
+      return {.instructions = 759, .mufu_ex2 = 66, .fp32 = 260};  // 130 FADD, 128 FMUL, 2 FFMA
+    case 64:
+      return {.instructions = 709, .mufu_ex2 = 66, .fp32 = 228};  // 130 FADD, 96 FMUL, 2 FFMA
+    default:
+      fail("prefill_ws_loop_sass: no count for head_dim {} (the kernel is built for 64 and 128)",
+           head_dim);
+  }
+}
+
+int64_t prefill_ws_score_tiles(int q_len, int seq_len) {
+  CEILING_ENSURE(q_len >= 0 && seq_len >= q_len, "prefill_ws_score_tiles: q_len {} seq_len {}",
+                 q_len, seq_len);
+  constexpr int kT = kPrefillWsTile;
+  int64_t tiles = 0;
+  for (int i0 = 0; i0 < q_len; i0 += kT) {  // as find_tile: keys [0, kv_end) for rows [i0, +kT)
+    const int last_row = std::min(i0 + kT, q_len) - 1;
+    const int kv_end = std::min(seq_len, seq_len - q_len + last_row + 1);
+    tiles += (kv_end + kT - 1) / kT;
+  }
+  return tiles;
+}
+
+NonMmaWork prefill_ws_work(const std::vector<std::pair<int, int>>& seqs, int hq, int head_dim) {
+  const PrefillWsLoopSass loop = prefill_ws_loop_sass(head_dim);
+  double tiles = 0;
+  for (const auto& [q_len, seq_len] : seqs) tiles += prefill_ws_score_tiles(q_len, seq_len);
+  tiles *= hq;
+  constexpr double kLanes = 32, kWarps = kPrefillWsConsumerWarps, kT = kPrefillWsTile;
+  NonMmaWork w;
+  w.mma_flops = tiles * 4 * kT * kT * head_dim;  // S = Q·K^T and O += P·V, 2 FLOPs per MAC
+  w.sfu_ops = tiles * kWarps * kLanes * loop.mufu_ex2;
+  w.fp32_ops = tiles * kWarps * kLanes * loop.fp32;
+  w.issue_slots = tiles * kWarps * loop.instructions;
+  w.mma_groups = kPrefillWsMmaGroups;
+  return w;
+}
+
 namespace {
+
+// The non-MMA work's time at the non-tensor pipes' rates: the busiest of the MUFU, the FP32 pipe
+// and instruction issue, all SMs at the SM clock.
+double non_mma_time(const GpuCeilings& gpu, const NonMmaWork& w) {
+  if (!w.any()) return 0;
+  CEILING_ENSURE(
+      gpu.sm_clock_hz > 0 && gpu.sfu_per_clk > 0 && gpu.fp32_per_clk > 0 && gpu.issue_per_clk > 0,
+      "predict: GPU '{}' has no SM clock or non-tensor pipe rates to price a kernel's "
+      "non-MMA work",
+      gpu.gpu_id);
+  const double sm_clocks = gpu.sm_count * gpu.sm_clock_hz;  // SM-clocks per second
+  return std::max({w.sfu_ops / (gpu.sfu_per_clk * sm_clocks),
+                   w.fp32_ops / (gpu.fp32_per_clk * sm_clocks),
+                   w.issue_slots / (gpu.issue_per_clk * sm_clocks)});
+}
+
+// MMA time `mma` and non-MMA time `x` as `groups` warpgroups schedule them. Each group runs its
+// own share serially ((mma + x) / groups); the tensor cores and the non-tensor pipes are shared,
+// so no schedule beats max(mma, x). One group: mma + x. Two or more: a group's chain never
+// exceeds max(mma, x), which is then the time.
+double schedule(double mma, double x, int groups) {
+  if (x <= 0) return mma;
+  return groups <= 1 ? mma + x : std::max(mma, x);
+}
 
 // A grid-wide probe's fixed cost at `bytes`: each point's time minus its bytes at the probe's own
 // fitted rate (the line's intercept plus that point's residual), linear in bytes between points
@@ -243,6 +330,12 @@ double launch_latency(const GpuCeilings& gpu, const KernelCost& k, double hbm_by
 
 Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool cuda_graphs) {
   // Reads served from L2 are reads: they and the writes are disjoint parts of `bytes`.
+  const NonMmaWork& nm = k.non_mma;
+  CEILING_ENSURE(nm.mma_flops >= 0 && nm.sfu_ops >= 0 && nm.fp32_ops >= 0 && nm.issue_slots >= 0 &&
+                     nm.mma_groups >= 1,
+                 "predict: invalid non-MMA work (mma_flops {}, sfu_ops {}, fp32_ops {}, "
+                 "issue_slots {}, mma_groups {})",
+                 nm.mma_flops, nm.sfu_ops, nm.fp32_ops, nm.issue_slots, nm.mma_groups);
   CEILING_ENSURE(k.flops >= 0 && k.bytes >= 0 && k.nvlink_bytes >= 0 && k.tiles >= 0 &&
                      k.launches >= 0 && k.l2_reuse_bytes >= 0 && k.write_bytes >= 0 &&
                      k.l2_reuse_bytes + k.write_bytes <= k.bytes && k.round_trips >= 0,
@@ -257,7 +350,8 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
                  "predict: GPU '{}': probe points must be positive and sorted by distinct sizes",
                  gpu.gpu_id);
   Prediction p;
-  const double peak = k.flops > 0 ? gpu.peak(math) : 1.0;
+  const double tensor_flops = nm.mma_flops > 0 ? nm.mma_flops : k.flops;  // executed
+  const double peak = k.flops > 0 || tensor_flops > 0 ? gpu.peak(math) : 1.0;
   if (k.nvlink_bytes > 0 && !(gpu.nvlink_bw > 0))
     fail("GPU '{}' has no NVLink: tensor-parallel collectives are not modelled over PCIe",
          gpu.gpu_id);
@@ -282,7 +376,11 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   const bool l2_hit =
       k.l2_reuse_bytes > 0 && k.l2_reuse_bytes <= gpu.l2_resident_fraction * gpu.l2_bytes;
   p.hbm_bytes = k.bytes - (l2_hit ? k.l2_reuse_bytes : 0);
-  const double comp2 = k.flops / (peak * gpu.compute_efficiency * p.wave_efficiency);
+  // Compute: the executed MMAs at the achievable tensor rate and the non-MMA work at the
+  // non-tensor pipes' rates, both over the same waves of CTAs, as the warpgroups schedule them.
+  p.non_mma_s = non_mma_time(gpu, nm) / p.wave_efficiency;
+  const double comp2 = schedule(tensor_flops / (peak * gpu.compute_efficiency * p.wave_efficiency),
+                                p.non_mma_s, nm.mma_groups);
   const double read_bw = gpu.mem_bw * gpu.bw_efficiency;
   const double mem2 =
       (p.hbm_bytes - k.write_bytes) / read_bw + k.write_bytes / write_rate(gpu, read_bw);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -80,6 +81,14 @@ struct GpuCeilings {
   double stream_serial_fixed_s = 0;
   double stream_serial_bw = 0;
   std::vector<ProbePoint> stream_serial_points;
+  // The non-tensor pipes that price NonMmaWork: the SM clock (the run's recorded clock, else the
+  // datasheet boost clock) and per-SM rates per clock of special-function results (MUFU), FP32
+  // results (FADD/FMUL/FFMA) and warp instructions issued (one per scheduler). Hopper: 16, 128, 4
+  // (docs/roofline.md). 0 = unknown: a kernel that declares non-MMA work cannot be priced.
+  double sm_clock_hz = 0;
+  double sfu_per_clk = 0;
+  double fp32_per_clk = 0;
+  double issue_per_clk = 0;
   double allreduce_latency_s = 0;   // fixed cost of one NVLink all-reduce
   double l2_resident_fraction = 0;  // inputs up to this fraction of L2 can be read from L2
   int tile_m = 128, tile_n = 128;   // GEMM output tile used for wave quantization
@@ -100,6 +109,26 @@ GpuCeilings ceilings_from_file(const std::string& gpu_id, const std::string& pat
 // Maps a CUDA device name ("NVIDIA H100 80GB HBM3") to its GPU id ("h100-sxm"). Throws
 // ceiling::Error naming the device when it is not in the table.
 std::string gpu_id_for_device(const std::string& cuda_device_name);
+// Sets the per-SM per-clock non-tensor rates (sfu_per_clk, fp32_per_clk, issue_per_clk) of an
+// architecture ("hopper"); other architectures get 0 (unknown). The sources: docs/roofline.md.
+void set_sm_pipe_rates(GpuCeilings& gpu, std::string_view arch);
+
+// What a tensor-core kernel issues between its MMAs (flash attention's online softmax), counted
+// from the kernel's SASS, and how its warpgroups schedule it against the MMAs. All 0 (the
+// default): `flops` at the tensor rate alone is the compute time, as for a GEMM.
+struct NonMmaWork {
+  // Tensor FLOPs the kernel executes when more than KernelCost::flops (causal diagonal tiles
+  // computed in full); 0 = flops.
+  double mma_flops = 0;
+  double sfu_ops = 0;      // special-function results (MUFU.EX2: one per active lane)
+  double fp32_ops = 0;     // FP32-pipe results (FADD, FMUL, FFMA: one per active lane)
+  double issue_slots = 0;  // warp instructions issued by the warps that issue the MMAs
+  // Warpgroups that take turns on the tensor cores. Each one's non-MMA work waits for its own
+  // MMAs and they for it (serial within a group); a group's non-MMA work runs while the others'
+  // MMAs do (overlapped across groups). 1 = fully serial.
+  int mma_groups = 1;
+  bool any() const { return sfu_ops > 0 || fp32_ops > 0 || issue_slots > 0; }
+};
 
 // One kernel's work. `bytes` is the fewest bytes it must move through device memory with every
 // operand read once and every output written once.
@@ -129,10 +158,33 @@ struct KernelCost {
   bool pdl = true;
   double nvlink_bytes = 0;  // bytes each GPU sends per direction over NVLink (collectives)
   bool collective = false;  // an NVLink collective: pays allreduce_latency_s in layer 2
+  NonMmaWork non_mma;       // layer 2 only: see predict()
 };
 
 // Output tiles of an M x N GEMM under the ceilings' tile shape (ceil(M/tile_m) * ceil(N/tile_n)).
 int64_t gemm_tiles(const GpuCeilings& gpu, int64_t m, int64_t n);
+
+// The sm_90a warp-specialized causal prefill attention (attention_prefill_sm90_ws.cu, both
+// producers: PrefillKernel::kWgmmaWs and kWgmmaTma). A CTA takes 128 query rows of one head; per
+// 128-key tile its two consumer warpgroups (4 warps each, 64 rows each) issue S = Q·K^T and
+// O += P·V and run the online softmax, taking turns on the tensor cores. Key tiles reaching the
+// diagonal are computed in full (masked). Counted from the kernel's SASS (docs/roofline.md):
+// one consumer warp's main-loop body per key tile, at head_dim 128 and 64.
+struct PrefillWsLoopSass {
+  int instructions = 0;  // warp instructions, the loop's HGMMAs and barriers included
+  int mufu_ex2 = 0;      // MUFU.EX2
+  int fp32 = 0;          // FADD + FMUL + FFMA
+};
+inline constexpr int kPrefillWsTile = 128;         // query rows and keys per score tile
+inline constexpr int kPrefillWsConsumerWarps = 8;  // two warpgroups
+inline constexpr int kPrefillWsMmaGroups = 2;      // ping-pong on the tensor cores
+// Throws ceiling::Error for a head_dim the kernel is not built for (64, 128).
+PrefillWsLoopSass prefill_ws_loop_sass(int head_dim);
+// Score tiles one head of one sequence computes: q_len new tokens, seq_len keys (prefix included).
+int64_t prefill_ws_score_tiles(int q_len, int seq_len);
+// The kernel's NonMmaWork for sequences {q_len, seq_len} over hq query heads: every score tile's
+// MMAs (4 · 128 · 128 · head_dim FLOPs) and its consumer warps' loop body.
+NonMmaWork prefill_ws_work(const std::vector<std::pair<int, int>>& seqs, int hq, int head_dim);
 
 struct Prediction {
   // Layer 1.
@@ -145,6 +197,7 @@ struct Prediction {
   double wave_efficiency = 1;  // tiles / (waves * sm_count)
   double hbm_bytes = 0;        // bytes after L2 reuse
   double latency_s = 0;        // fixed cost beyond bytes / rate (0 for fused work)
+  double non_mma_s = 0;        // non-MMA work at the non-tensor pipes' rates (0 = none)
   double time_predicted_s = 0;
   Limiter limiter = Limiter::kMemory;  // the largest of compute, memory, communication, overhead
 };

@@ -107,6 +107,20 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
                                 "stream take bytes / rw_gbps with its reads at the read ceiling")
                   : std::string("not measured for these ceilings: written bytes are priced at the "
                                 "read bandwidth"));
+  add("sm_clock_mhz", g.sm_clock_hz > 0 ? fmt::format("{:.0f}", g.sm_clock_hz / 1e6) : "unknown",
+      g.measured ? "measured ceilings' SM clock (nvidia-smi when measured; a `ceiling bench` run "
+                   "records its own in \"clocks\"), else the GPU table's boost clock; prices "
+                   "non-MMA work (the per-clock rates below)"
+                 : "the GPU table's boost clock (src/hw/gpu_table.cpp); prices non-MMA work (the "
+                   "per-clock rates below)");
+  add("sm_pipes_per_clk",
+      g.issue_per_clk > 0 ? fmt::format("MUFU {:.0f}, FP32 {:.0f}, issue {:.0f}", g.sfu_per_clk,
+                                        g.fp32_per_clk, g.issue_per_clk)
+                          : "unknown",
+      "per SM per clock: special-function results, FP32 add/mul/FMA results, warp instructions "
+      "issued (CUDA C++ Programming Guide throughput table, compute capability 9.0; four "
+      "schedulers of one instruction per clock); price a kernel's non-MMA work (flash "
+      "attention's softmax), overlapped with its MMAs as its warpgroups take turns");
   add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
       "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
   add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),

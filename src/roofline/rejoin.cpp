@@ -108,6 +108,34 @@ bool legacy_pdl(const std::string& op, DType math) {
   return !((b == "linear" || b == "linear_cublaslt") && math == DType::kBF16);
 }
 
+// The non-MMA work of the sm90 warp-specialized prefill kernels (both producers), for files
+// written before the harness recorded it: their counts are the SASS of the kernel source the
+// r10+ files ran (attention_prefill_sm90_ws.cu unchanged since a36ac68, the r10 commit; those
+// files are the ones that record `tiles`). params hold the first sequence's q_len and ctx, so
+// only uniform batches are derived. nullopt: not this kernel, or not derivable.
+std::optional<NonMmaWork> legacy_non_mma(const std::string& op, const json& c, const json& p) {
+  if (base_op(op) != "attention_prefill" || !c.contains("tiles")) return std::nullopt;
+  auto k = p.find("kernel");
+  const std::string kernel = k != p.end() && k->is_string() ? k->get<std::string>() : "";
+  if ((kernel != "wgmma_ws" && kernel != "wgmma_tma") || !p_flag(p, "uniform")) return std::nullopt;
+  const int batch = static_cast<int>(p_num(p, "batch"));
+  const std::pair<int, int> seq{static_cast<int>(p_num(p, "q_len")),
+                                static_cast<int>(p_num(p, "ctx"))};
+  return prefill_ws_work(std::vector<std::pair<int, int>>(batch, seq),
+                         static_cast<int>(p_num(p, "Hq")), static_cast<int>(p_num(p, "D")));
+}
+
+// Recorded non-MMA fields (written by the harness since they entered the model).
+NonMmaWork recorded_non_mma(const json& c) {
+  NonMmaWork w;
+  w.mma_flops = num(c, "mma_flops");
+  w.sfu_ops = num(c, "sfu_ops");
+  w.fp32_ops = num(c, "fp32_ops");
+  w.issue_slots = num(c, "issue_slots");
+  w.mma_groups = static_cast<int>(num(c, "mma_groups", 1));
+  return w;
+}
+
 RejoinCase rejoin_case(const json& c, const GpuCeilings& g) {
   RejoinCase r;
   r.op = c.value("op", "");
@@ -149,6 +177,12 @@ RejoinCase rejoin_case(const json& c, const GpuCeilings& g) {
     } else {
       k.pdl = legacy_pdl(r.op, r.math);
       if (!k.pdl) notes.push_back("pdl from op");
+    }
+    if (c.contains("mma_groups")) {
+      k.non_mma = recorded_non_mma(c);
+    } else if (auto w = legacy_non_mma(r.op, c, params)) {
+      k.non_mma = *w;
+      notes.push_back("non-MMA work from params");
     }
   } catch (const Error& e) {
     fail("case {} {}: {}", r.op, r.shape, e.what());
@@ -212,7 +246,7 @@ Counts on_every_file(const std::vector<RejoinRun>& runs, double band) {
 
 }  // namespace
 
-GpuCeilings ceilings_from_bench_run(const json& device, const json& measured) {
+GpuCeilings ceilings_from_bench_run(const json& device, const json& measured, const json& clocks) {
   GpuCeilings g;
   try {
     g = ceilings_for(gpu_id_for_device(device.value("gpu", "")), false);
@@ -220,7 +254,10 @@ GpuCeilings ceilings_from_bench_run(const json& device, const json& measured) {
     g.gpu_id = "unknown";
     g.gpu_name = device.value("gpu", "unknown");
     g.fp32_flops = 60e12;
+    auto cc = device.find("compute_capability");
+    if (cc != device.end() && *cc == "9.0") set_sm_pipe_rates(g, "hopper");
   }
+  if (num(clocks, "sm_mhz") > 0) g.sm_clock_hz = num(clocks, "sm_mhz") * 1e6;
   g.measured = true;
   g.source = "measured at the start of the benchmark run";
   g.sm_count = device.value("sm_count", g.sm_count);
@@ -261,7 +298,8 @@ RejoinRun rejoin_run(const json& run, const std::string& origin) {
     r.git_sha = run.value("git_sha", "unknown");
     r.date = run.value("date", "");
     r.ceilings =
-        ceilings_from_bench_run(run.value("device", json::object()), run["measured_ceilings"]);
+        ceilings_from_bench_run(run.value("device", json::object()), run["measured_ceilings"],
+                                run.value("clocks", json::object()));
     for (const json& c : run["cases"])
       if (c.is_object() && c.contains("time_ms_median") && c.contains("bytes"))
         r.cases.push_back(rejoin_case(c, r.ceilings));
@@ -354,6 +392,7 @@ json rejoin_json(const std::vector<RejoinRun>& runs, double band) {
                     {"gap", gap(c.measured_s, c.now.time_predicted_s)},
                     {"limiter", std::string(limiter_name(c.now.limiter))},
                     {"latency_us", c.now.latency_s * 1e6},
+                    {"non_mma_us", c.now.non_mma_s * 1e6},
                     {"write_bytes", c.cost.write_bytes},
                     {"tiles", c.cost.tiles},
                     {"pdl", c.cost.pdl},

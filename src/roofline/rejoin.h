@@ -19,8 +19,11 @@ namespace ceiling::roofline {
 // graph launch, the floor, the round trip and the grid-wide probes (lines and points, the PDL
 // ones and the stream probe launched without PDL where the run measured it); efficiency
 // factors 1. The harness predicts every case with these; a non-positive intercept or rate is
-// noise and is left unknown. Throws ceiling::Error for a missing rate or a malformed point list.
-GpuCeilings ceilings_from_bench_run(const nlohmann::json& device, const nlohmann::json& measured);
+// noise and is left unknown. `clocks` (the run's "clocks" object, nvidia-smi at the start of the
+// run) gives the SM clock that prices non-MMA work ("sm_mhz"; absent: the table's boost clock).
+// Throws ceiling::Error for a missing rate or a malformed point list.
+GpuCeilings ceilings_from_bench_run(const nlohmann::json& device, const nlohmann::json& measured,
+                                    const nlohmann::json& clocks = nlohmann::json::object());
 
 // One case of a result file, predicted again.
 struct RejoinCase {
@@ -57,7 +60,8 @@ std::string rejoin_table(const std::vector<RejoinRun>& runs, double band = 0.15)
 // The same as JSON: {"band", "runs": [{"file", "gpu", "git_sha", "date", "dispatched",
 // "within_recorded", "within_now", "ops": {op: {"cases", "within_recorded", "within_now"}},
 // "cases": [{"op", "shape", "dispatched", "measured_ms", "recorded_ms", "predicted_ms", "gap",
-// "limiter", "latency_us", "write_bytes", "tiles", "pdl", "derived"}]}], "on_every_file": {...}}.
+// "limiter", "latency_us", "non_mma_us", "write_bytes", "tiles", "pdl", "derived"}]}],
+// "on_every_file": {...}}.
 nlohmann::json rejoin_json(const std::vector<RejoinRun>& runs, double band = 0.15);
 
 }  // namespace ceiling::roofline

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -559,4 +560,63 @@ TEST(KernelCost, DeviceNameLookup) {
   EXPECT_EQ(gpu_id_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm");
   EXPECT_EQ(gpu_id_for_device("NVIDIA H200"), "h200");
   EXPECT_THROW(gpu_id_for_device("NVIDIA T4"), Error);
+}
+
+// The warp-specialized prefill kernel's score tiles, by hand: 128 query rows per CTA, 128 keys per
+// tile, the causal diagonal tile computed in full.
+TEST(KernelCost, PrefillWsScoreTilesFollowTheKernelsTiles) {
+  // q_len 300 from an empty cache: query tiles [0,128), [128,256), [256,300) see 128, 256 and
+  // 300 keys: 1 + 2 + 3 tiles.
+  EXPECT_EQ(prefill_ws_score_tiles(300, 300), 6);
+  // 100 new tokens after a 900-token prefix: one query tile seeing 1000 keys: 8 tiles.
+  EXPECT_EQ(prefill_ws_score_tiles(100, 1000), 8);
+  EXPECT_EQ(prefill_ws_score_tiles(0, 50), 0);
+  EXPECT_THROW(prefill_ws_score_tiles(10, 5), Error);
+  EXPECT_THROW(prefill_ws_loop_sass(96), Error);
+
+  // Two heads of the q_len 300 sequence: 12 tiles; per tile 8 consumer warps run the loop body.
+  const PrefillWsLoopSass loop = prefill_ws_loop_sass(128);
+  const NonMmaWork w = prefill_ws_work({{300, 300}}, 2, 128);
+  EXPECT_DOUBLE_EQ(w.mma_flops, 12.0 * 4 * 128 * 128 * 128);  // S and P·V of 128 x 128 x 128
+  EXPECT_DOUBLE_EQ(w.sfu_ops, 12.0 * 8 * 32 * loop.mufu_ex2);
+  EXPECT_DOUBLE_EQ(w.fp32_ops, 12.0 * 8 * 32 * loop.fp32);
+  EXPECT_DOUBLE_EQ(w.issue_slots, 12.0 * 8 * loop.instructions);
+  EXPECT_EQ(w.mma_groups, 2);
+}
+
+// Non-MMA work on the H100 SXM datasheet (132 SMs, 1980 MHz boost clock, per SM per clock 16
+// MUFU, 128 FP32, 4 issued warp instructions; bf16 989.4e12 at compute_efficiency 0.8): the
+// busiest non-tensor pipe, overlapped with the MMAs across two warpgroups, added to them with one.
+TEST(KernelCost, NonMmaWorkIsPricedAtThePipesRatesAndOverlappedAcrossWarpgroups) {
+  const GpuCeilings g = ceilings_for("h100-sxm", false);
+  const Layer2Defaults d = layer2_defaults();
+  ASSERT_DOUBLE_EQ(g.sm_clock_hz, 1980e6);
+  const double sm_clocks = 132 * 1980e6;
+  KernelCost k;
+  k.flops = 1.0e12;  // what the op must do
+  k.non_mma.mma_flops = 1.1e12;
+  k.non_mma.sfu_ops = 2.0e10;     // 2e10 / (16 · sm_clocks)
+  k.non_mma.fp32_ops = 8.0e10;    // 8e10 / (128 · sm_clocks): less
+  k.non_mma.issue_slots = 6.0e9;  // 6e9 / (4 · sm_clocks): the busiest
+  const double mma = 1.1e12 / (989.4e12 * d.compute_efficiency);
+  const double x =
+      std::max({2.0e10 / (16 * sm_clocks), 8.0e10 / (128 * sm_clocks), 6.0e9 / (4 * sm_clocks)});
+  ASSERT_GT(x, mma);  // the non-MMA work is the larger here
+  k.non_mma.mma_groups = 2;
+  Prediction p = predict(g, k, DType::kBF16);
+  EXPECT_NEAR(p.non_mma_s, x, x * kRel);
+  EXPECT_NEAR(p.time_predicted_s, std::max(mma, x) + d.launch_graph_s, 1e-12);
+  EXPECT_EQ(p.limiter, Limiter::kCompute);
+  EXPECT_NEAR(p.compute_s, 1.0e12 / 989.4e12, 1e-15);  // layer 1: the op's FLOPs at the peak
+  k.non_mma.mma_groups = 1;
+  p = predict(g, k, DType::kBF16);
+  EXPECT_NEAR(p.time_predicted_s, mma + x + d.launch_graph_s, 1e-12);
+  // Without non-MMA work the executed MMAs alone price compute.
+  k.non_mma = {.mma_flops = 1.1e12};
+  EXPECT_NEAR(predict(g, k, DType::kBF16).time_predicted_s, mma + d.launch_graph_s, 1e-12);
+  // A GPU whose non-tensor rates are unknown cannot price it.
+  k.non_mma.sfu_ops = 1;
+  EXPECT_THROW(predict(ceilings_for("a100-sxm-80gb", false), k, DType::kBF16), Error);
+  k.non_mma.mma_groups = 0;
+  EXPECT_THROW(predict(g, k, DType::kBF16), Error);
 }

@@ -183,6 +183,52 @@ TEST(Rejoin, CasesArePredictedWithRecordedOrDerivedCosts) {
                    predict(r.ceilings, as_pdl, lt.math, true).time_predicted_s);
 }
 
+// The warp-specialized prefill kernel's non-MMA work: recorded, or (files since r10, which record
+// tiles) derived from params for a uniform batch; the SM clock from the run's "clocks".
+TEST(Rejoin, PrefillNonMmaWorkIsRecordedOrDerivedFromParams) {
+  json run = a_run();
+  run["clocks"] = {{"sm_mhz", 1755}};
+  const json params = {{"batch", 2},      {"q_len", 300},     {"ctx", 300},
+                       {"uniform", true}, {"Hq", 4},          {"Hkv", 2},
+                       {"D", 64},         {"block_size", 16}, {"kernel", "wgmma_tma"}};
+  json derived = a_case("attention_prefill", "S=2 q=300 ctx=300 Hq=4 Hkv=2 D=64 BS=16", params, 1e7,
+                        "bf16", 0.05, 0.02);
+  derived["tiles"] = 24;
+  derived["write_bytes"] = 1e6;
+  json recorded = derived;
+  recorded["mma_flops"] = 5e9;
+  recorded["sfu_ops"] = 1e8;
+  recorded["fp32_ops"] = 0.0;
+  recorded["issue_slots"] = 2e7;
+  recorded["mma_groups"] = 1;
+  json older = derived;  // r9 and earlier: no tiles, kernel source not the counted one
+  older.erase("tiles");
+  json other = derived;
+  other["params"]["kernel"] = "mma_sync";
+  run["cases"] = json::array({derived, recorded, older, other});
+  const RejoinRun r = rejoin_run(run, "run.json");
+  EXPECT_DOUBLE_EQ(r.ceilings.sm_clock_hz, 1755e6);
+  ASSERT_EQ(r.cases.size(), 4u);
+  // 2 sequences x 4 heads x 6 tiles (q_len 300: 1 + 2 + 3).
+  const NonMmaWork want = prefill_ws_work({{300, 300}, {300, 300}}, 4, 64);
+  EXPECT_DOUBLE_EQ(want.issue_slots, 48.0 * 8 * prefill_ws_loop_sass(64).instructions);
+  const NonMmaWork& d = r.cases[0].cost.non_mma;
+  EXPECT_EQ(r.cases[0].derived, "non-MMA work from params");
+  EXPECT_DOUBLE_EQ(d.mma_flops, want.mma_flops);
+  EXPECT_DOUBLE_EQ(d.sfu_ops, want.sfu_ops);
+  EXPECT_DOUBLE_EQ(d.fp32_ops, want.fp32_ops);
+  EXPECT_DOUBLE_EQ(d.issue_slots, want.issue_slots);
+  EXPECT_EQ(d.mma_groups, 2);
+  const NonMmaWork& rec = r.cases[1].cost.non_mma;
+  EXPECT_EQ(r.cases[1].derived, "");
+  EXPECT_DOUBLE_EQ(rec.mma_flops, 5e9);
+  EXPECT_DOUBLE_EQ(rec.issue_slots, 2e7);
+  EXPECT_EQ(rec.mma_groups, 1);
+  for (int i : {2, 3}) EXPECT_FALSE(r.cases[i].cost.non_mma.any()) << i;
+  EXPECT_GT(r.cases[0].now.non_mma_s, 0);
+  EXPECT_EQ(r.cases[3].now.non_mma_s, 0);
+}
+
 TEST(Rejoin, RecordedPdlWinsAndTheSerialProbePricesNonPdlCases) {
   json run = a_run();
   run["measured_ceilings"]["stream_serial_fixed_us"] = 3.1;

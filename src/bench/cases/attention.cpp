@@ -16,10 +16,12 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "core/check.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ref.h"
+#include "roofline/kernel_cost.h"
 
 namespace ceiling::bench {
 namespace {
@@ -149,6 +151,7 @@ class AttentionCase : public KernelCase {
       int64_t tiles = 0;  // (head, query tile) CTAs that do work
       for (int q : sp_.q_lens) tiles += (q + pplan_.block_m - 1) / std::max(pplan_.block_m, 1);
       c.tiles = tiles * sp_.num_q_heads;
+      c.non_mma = prefill_non_mma();
     }
     return c;
   }
@@ -216,6 +219,17 @@ class AttentionCase : public KernelCase {
 
   std::string kernel_name() const {
     return sp_.decode ? "decode_split_kv" : cuda::prefill_kernel_name(pplan_.kernel);
+  }
+  // The warp-specialized kernels' softmax and full diagonal tiles, counted from their SASS
+  // (roofline::prefill_ws_work); the mma.sync and two-warpgroup wgmma kernels are not counted.
+  roofline::NonMmaWork prefill_non_mma() const {
+    if (pplan_.kernel != cuda::PrefillKernel::kWgmmaWs &&
+        pplan_.kernel != cuda::PrefillKernel::kWgmmaTma)
+      return {};
+    std::vector<std::pair<int, int>> seqs;
+    for (size_t s = 0; s < sp_.seq_lens.size(); ++s)
+      seqs.emplace_back(sp_.q_lens[s], sp_.seq_lens[s]);
+    return roofline::prefill_ws_work(seqs, sp_.num_q_heads, sp_.head_dim);
   }
   size_t q_elems() const { return static_cast<size_t>(T_) * sp_.num_q_heads * sp_.head_dim; }
   size_t cache_elems() const {
