@@ -108,9 +108,9 @@ void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView*
 }
 
 // The RMSNorm as the GEMV's prologue pays off at one row only: above it the tensor-core kernel
-// redoes x·γ (as hi + lo) in every warp and runs at lower occupancy. H100, bench r13, 8B shapes:
-// the fused QKV took 22.8 µs at M = 4 and 28.2 at M = 16, the plain kernel 20.5 and 22.8 (+ a
-// ~2.3 µs rms_norm); gate/up with SiLU 93.6 and 118.2 fused, 84.8 and 94.7 plain.
+// redoes x·γ (as hi + lo) in every warp. H100, bench r13, 8B shapes, M = 4 / 16: the fused QKV
+// 22.4 / 27.2 µs against 19.0 / 21.5 for the plain kernel (+ ~2.3 for rms_norm at a few rows,
+// r12); gate/up with SiLU 85.1 / 94.6 fused against 79.6 / 83.4 plain (bench/notes.md).
 bool CudaOps::norm_in_gemv(int rows) const {
   return rows <= 1;
 }
