@@ -43,6 +43,25 @@ TEST(GpuGemvFused, RopeEpilogueMatchesUnfusedReference) {
          {std::tuple{2, 2, 16}, std::tuple{4, 1, 64}, std::tuple{8, 2, 128}, std::tuple{3, 3, 64}})
       for (int H : {8, 1048}) expect_case_passes(*bench::make_gemv_rope_case(M, H, Hq, Hkv, D), s);
   expect_case_passes(*bench::make_gemv_rope_case(1, 4096, 32, 8, 128), s);
+  // M > 1 at the tensor-core kernel's other CTA shapes (chosen by N): N = 4096 (32-row CTAs)
+  // and N = 6144 (16-row CTAs with 8 k slices).
+  expect_case_passes(*bench::make_gemv_rope_case(9, 2048, 24, 4, 128), s);
+  expect_case_passes(*bench::make_gemv_rope_case(5, 4096, 32, 8, 128), s);
+}
+
+// The tensor-core kernel's fused paths at each CTA shape (N ≤ 2048, ≤ 5120, above) with SiLU
+// pairs, the RMS-norm input and the residual add; also the subset run under compute-sanitizer.
+TEST(GpuGemvFused, TensorCoreShapesSanitizerSubset) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  using In = cuda::GemvInput;
+  for (int N : {1000, 5000, 6002})
+    for (int M : {3, 9}) {
+      expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, true, M, N, 520), s);
+      expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, M, N, 1048), s);
+      expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, false, M, N, 264), s);
+    }
+  expect_case_passes(*bench::make_gemv_rope_case(7, 264, 8, 2, 64), s);
 }
 
 TEST(GpuGemvFused, RejectsBadArguments) {

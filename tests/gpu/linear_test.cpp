@@ -96,6 +96,24 @@ TEST(GpuGemv, MmaConfigsMatchReference) {
   }
 }
 
+// The subset run under compute-sanitizer: every tensor-core configuration at one and two token
+// tiles, on a tiny shape and on one with several CTAs and a short last k chunk.
+TEST(GpuGemv, MmaConfigsSanitizerSubset) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int cfgs[][3] = {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
+  for (const auto& [t, r, u] : cfgs) {
+    cuda::GemvConfig c;
+    c.threads = t;
+    c.rows = r;
+    c.unroll = u;
+    for (int M : {3, 12}) {
+      expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true, DType::kBF16, M), s);
+      expect_case_passes(*bench::make_gemv_config_case(c, 1031, 1048, false, DType::kBF16, M), s);
+    }
+  }
+}
+
 TEST(GpuGemv, RejectsLargeM) {
   CEILING_REQUIRE_GPU();
   const Status st = cuda::gemv(nullptr, nullptr, nullptr, nullptr, DType::kBF16, 17, 8, 8, nullptr);
