@@ -35,9 +35,11 @@ class GemvFusedCase : public CaseBase {
                 std::optional<cuda::GemvConfig> cfg)
       : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias), cfg_(cfg) {}
   std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
-  // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h).
+  // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h), and takes
+  // the RMS-norm input only where it pays (gemv.h).
   bool dispatched() const override {
-    return !cfg_ && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv;
+    return !cfg_ && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv &&
+           (in_ != cuda::GemvInput::kRmsNorm || cuda::gemv_norm_input_pays(M_));
   }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " in=" + input_name(in_) +
@@ -172,8 +174,9 @@ class GemvRopeCase : public CaseBase {
   GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg)
       : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {}
   std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
-  bool dispatched() const override {
-    return !cfg_ && cuda::linear_path(M_, N(), H_) == cuda::LinearPath::kGemv;
+  bool dispatched() const override {  // the RMS-norm input: see GemvFusedCase
+    return !cfg_ && cuda::linear_path(M_, N(), H_) == cuda::LinearPath::kGemv &&
+           cuda::gemv_norm_input_pays(M_);
   }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +

@@ -107,14 +107,6 @@ void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView*
       .throw_if_error();
 }
 
-// The RMSNorm as the GEMV's prologue pays off at one row only: above it the tensor-core kernel
-// redoes x·γ (as hi + lo) in every warp. H100, bench r13, 8B shapes, M = 4 / 16: the fused QKV
-// 22.4 / 27.2 µs against 19.0 / 21.5 for the plain kernel (+ ~2.3 for rms_norm at a few rows,
-// r12); gate/up with SiLU 85.1 / 94.6 fused against 79.6 / 83.4 plain (bench/notes.md).
-bool CudaOps::norm_in_gemv(int rows) const {
-  return rows <= 1;
-}
-
 bool CudaOps::gemv_fuses(int rows, const TensorView& w, const void* x) const {
   const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
   return cuda::linear_path(rows, N, K) == cuda::LinearPath::kGemv &&
@@ -236,7 +228,7 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
   }
   cuda::GemvFusion f;
   const TensorView* in = &residual;
-  if (norm_in_gemv(rows)) {
+  if (cuda::gemv_norm_input_pays(rows)) {
     f.input = cuda::GemvInput::kRmsNorm;
     f.norm_weight = static_cast<const bf16*>(norm.data);
     f.eps = static_cast<float>(config_.rms_norm_eps);
@@ -271,7 +263,7 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
     // One GEMV from the residual (or, above one row, from h = RMSNorm(residual)) to silu(gate) ·
     // up: gate and up rows of one index in the same CTA, SiLU-and-multiply epilogue. gate_up
     // (and h, with the norm as the prologue) stay unwritten.
-    const bool norm_in = norm_in_gemv(rows);
+    const bool norm_in = cuda::gemv_norm_input_pays(rows);
     if (!norm_in) rms_norm(residual, nullptr, norm, h);
     const TensorView& in = norm_in ? residual : h;
     begin_op(kNormGateUpSilu, l, {in.data, act.data}, false, in, kTokens);

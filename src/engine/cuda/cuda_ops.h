@@ -181,7 +181,6 @@ class CudaOps final : public Ops {
               DType out_dtype, int rows, bool accumulate = false);
   // Whether `rows` of x through weight w [N, K] take the GEMV, so a fused GEMV (norm or SiLU
   // prologue) can replace the op before it.
-  bool norm_in_gemv(int rows) const;
   bool gemv_fuses(int rows, const TensorView& w, const void* x) const;
   // qkv_proj with x through `fusion` (cuda::GemvFusion; null: plain), the pending-q/k/v logic.
   // kv non-null: RoPE + the KV write as the GEMV's epilogue too (needs `fusion`).

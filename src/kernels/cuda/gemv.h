@@ -60,6 +60,14 @@ Status gemv_fused(const GemvFusion& f, const __nv_bfloat16* x, const __nv_bfloat
                   const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                   cudaStream_t stream);
 bool gemv_fused_supported(int K, const void* x, const void* w);
+// Whether the RMS-norm input (GemvInput::kRmsNorm) is the faster way to run a norm before an
+// M-row GEMV, against rms_norm followed by the plain-input kernel: M = 1 only. Above it the
+// tensor-core kernel redoes x·γ (as hi + lo bf16 terms) in every warp. H100, bench r13, 8B
+// shapes, M = 4 / 16: the fused QKV 22.4 / 27.2 µs against 19.0 / 21.5 for the plain kernel (+
+// ~2.3 for rms_norm at a few rows, r12); gate/up with SiLU 85.1 / 94.6 against 79.6 / 83.4.
+inline bool gemv_norm_input_pays(int M) {
+  return M <= 1;
+}
 
 // CTAs of the fast kernel for a shape (for the roofline's wave model).
 int gemv_ctas(int M, int N);
