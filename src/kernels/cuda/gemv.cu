@@ -426,8 +426,9 @@ std::string gemv_config_name(const GemvConfig& c) {
   return fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
 }
 
-int gemv_ctas(int M, int N) {
-  return static_cast<int>(detail::ceil_div(N, M > 1 ? 16 : 2));
+int gemv_ctas(int M, int N) {  // dispatch()'s grids (plain output)
+  if (M <= 1) return static_cast<int>(detail::ceil_div(N, 2));
+  return static_cast<int>(detail::ceil_div(N, N > 2048 && N <= 5120 ? 32 : 16));
 }
 
 Status gemv_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
