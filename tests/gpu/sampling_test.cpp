@@ -251,6 +251,44 @@ TEST(GpuSamplerLists, CandidateCountAtTheListBoundaries) {
   }
 }
 
+// top-p on a tie group, where the reference's fp32 target decides: n_top equal logits at the
+// maximum (weights exactly 1) above the rest, T 1, top-k k ≤ n_top, top-p 0.3, min-p 0.02 (the
+// mixed case's failing row: row 375 of sample_mixed S=512 V=32000 seed 11011704765386751168). The
+// top-k mass is exactly k, and 0.3f · k is just above an integer that fp32 rounds it down to for
+// k = 60, 1000, 4000 (0.3f · 1000 = 300.0000119 → 300.0f): the CPU keeps 0.3 · k of the ties, a
+// target taken in double kept one more. u near 1 picks the last kept tie, so one token more is a
+// different (and, by more than the tests' tolerance, wrong) pick. The blocks of 1500 ties go
+// through the candidate list (one-warp finish at k = 60, radix select at 1000), those of 5000 over
+// the slices; top-k off on a row of only the block (every other logit -Inf) takes the row's exact
+// level-1 masses. Fixed seed: the cases are deterministic.
+TEST(GpuSamplerLists, TopPOnTieGroupUsesFp32Target) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  std::mt19937_64 rng(20261124);
+  const int V = 32000;
+  for (int rows : {6, 20}) {  // clusters of 8 CTAs, and one CTA per row
+    Rows r(V);
+    for (int i = 0; i < rows; ++i) {
+      const int n_top = i % 2 == 0 ? 1500 : 5000;
+      const int kcase = (i / 2) % 3;
+      const int k = kcase == 0 ? 1000 : (kcase == 1 ? 60 : (n_top == 5000 ? 4000 : 0));
+      std::vector<float> row = uniform_row(rng, V, 5.5f);
+      for (auto& x : row) x = k == 0 ? -INFINITY : x - 2.5f;  // the rest ≤ 3: w ≤ e^-5 < min-p
+      std::vector<int> ids(V);
+      for (int j = 0; j < V; ++j) ids[j] = j;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int j = 0; j < (k == 0 ? 1000 : n_top); ++j) row[ids[j]] = 8.0f;
+      const float u = k == 60 ? 0.99f : (k == 4000 ? 0.9995f : 0.999f);
+      r.add(row, params(1.0f, k, 0.3f, 0.02f), u);
+    }
+    // Rows like the failing one: logits on a grid of 0.5 (ties at every level, ~1000 at the max).
+    for (int i = 0; i < 4; ++i)
+      r.add(uniform_row(rng, V, 8.0f, true), params(1.0f, 1000, 0.3f, 0.02f),
+            i == 0 ? 0.85454834f : draw_u(rng));
+    expect_rows_match(r, s, "top-p on a tie group");
+  }
+}
+
 // top-k larger than the list (the k-th element found over the slices), and top-k at 1.
 TEST(GpuSamplerLists, TopKBeyondTheList) {
   CEILING_REQUIRE_GPU();

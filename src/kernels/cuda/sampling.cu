@@ -40,10 +40,13 @@
 //      top-k beyond the capacity, pure temperature): the same selection code runs over the
 //      slices, one cluster exchange per digit and per crossing. Its passes are shared-memory scans
 //      in which nearly every element fails one compare; correctness never depends on the data.
-// Sums of weights are exact integers inside a bin and doubles across bins and CTAs, so every
-// decision is the exact-arithmetic one up to double rounding (count decisions — top-k, ties,
-// min-p — are exact). The CPU sums in fp32 in its own order, so picks agree except where u·total
-// or the top-p target lies within the CPU's fp32 rounding of a boundary (what the tests accept).
+// Sums of weights are exact integers inside a bin and doubles across bins and CTAs; the two
+// thresholds, top_p · mass and u · total, are the reference's fp32 products of those sums
+// (fp32_threshold), compared in double. So every decision is the reference's wherever its fp32
+// sums are exact (tie groups), and otherwise the exact-arithmetic one up to double rounding
+// (count decisions — top-k, ties, min-p — are exact). The CPU sums in fp32 in its own order, so
+// picks agree except where u·total or the top-p target lies within the CPU's fp32 rounding of a
+// boundary (what the tests accept).
 //
 // Napkin math (H100 SXM, ~1.75 GHz, 4 schedulers per SM; one row of V = 128256 on 8 CTAs, 16032
 // logits per CTA; T = 0.7, k = 50, p = 0.9, repetition penalty). Before: ~10 full passes at ~45
@@ -209,6 +212,17 @@ __device__ __forceinline__ double key_scale(int key) {
   return __longlong_as_double(static_cast<long long>(e + 1023) << 52);
 }
 
+// The reference's thresholds are fp32 products: top_p · mass for top-p and u · total for the pick
+// (src/kernels/cpu/sampling.cpp). They are formed here the same way, from the sum rounded to fp32,
+// and compared in double. Where the CPU's fp32 sums are exact (tie groups: integer multiples of
+// one weight) the decisions are then the reference's bit for bit; top_p · mass taken in double
+// instead keeps one more token of a tie group whenever the exact product lies just above an
+// integer multiple that fp32 rounds it down to (0.3f · 1000 = 300.0000119 → 300 in fp32: the CPU
+// keeps 300 of 1000 equal weights, the double product asked for 301).
+__device__ __forceinline__ double fp32_threshold(float f, double sum) {
+  return static_cast<double>(__fmul_rn(f, __double2float_rn(sum)));
+}
+
 template <int kC, typename T>
 __device__ __forceinline__ T* at_rank(T* p, int rank) {
   if constexpr (kC > 1) {
@@ -343,7 +357,7 @@ __device__ L1 l1_scan(Shared& sh, bool with_mass, unsigned k_target, float top_p
     sh.res_i[1] = static_cast<int>(hi ? c_ex : c_ex + ch);
   }
   if (with_mass && top_p < 1.0f) {
-    const double target = static_cast<double>(top_p) * tm;
+    const double target = fp32_threshold(top_p, tm);
     if (m_ex < target && target <= m_in) {
       const bool hi = m_ex + mh >= target;
       sh.res_i[2] = hi ? bh : bl;
@@ -735,7 +749,7 @@ __device__ int warp0_finish(const float* ew, const int* eid, int n, int k_lim, b
   const double mass_k = K <= 32 ? __shfl_sync(kFull, i0, K - 1) : __shfl_sync(kFull, i1, K - 33);
   int P = K;  // top-p: the shortest prefix whose mass reaches top_p · mass
   if (p.top_p < 1.0f) {
-    const double target = static_cast<double>(p.top_p) * (use_M ? M : mass_k);
+    const double target = fp32_threshold(p.top_p, use_M ? M : mass_k);
     const unsigned h0 = __ballot_sync(kFull, lane < K && i0 >= target);
     const unsigned h1 = __ballot_sync(kFull, 32 + lane < K && i1 >= target);
     if (h0) {
@@ -761,7 +775,7 @@ __device__ int warp0_finish(const float* ew, const int* eid, int n, int k_lim, b
   const float b = 2 * lane + 1 < n ? sh.e_kept[2 * lane + 1] : 0.0f;
   const double incl = warp_incl_scan(static_cast<double>(a) + static_cast<double>(b));
   const double excl = warp_excl_of(incl);
-  const double thr = static_cast<double>(u) * __shfl_sync(kFull, incl, 31);
+  const double thr = fp32_threshold(u, __shfl_sync(kFull, incl, 31));
   const double ra = excl + static_cast<double>(a), rb = ra + static_cast<double>(b);
   const bool ha = a > 0.0f && ra > thr, hb = b > 0.0f && rb > thr;
   const unsigned hit = __ballot_sync(kFull, ha || hb);
@@ -847,7 +861,7 @@ __device__ int finish(const Src& src, int my_rank, const Plan& pl, const GpuSamp
     }
     if (d.bp >= 0)  // always (p < 1 puts the target below the mass), barring a bug
       tp = select_in_bin<true>(src, my_rank, in_k, d.bp, d.before_p,
-                               static_cast<double>(p.top_p) * d.mass, sh, x);
+                               fp32_threshold(p.top_p, d.mass), sh, x);
   }
   const float min_p = p.min_p;
   const auto kept = [&](float w, int id) {
@@ -856,7 +870,7 @@ __device__ int finish(const Src& src, int my_rank, const Plan& pl, const GpuSamp
                : 0.0;
   };
   return ordered_crossing<kC>(
-      src, my_rank, kept, [u](double total) { return static_cast<double>(u) * total; }, sh, x);
+      src, my_rank, kept, [u](double total) { return fp32_threshold(u, total); }, sh, x);
 }
 
 // ---- steps 1–3 ---------------------------------------------------------------------------------
