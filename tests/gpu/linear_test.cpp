@@ -45,6 +45,11 @@ std::vector<cuda::GemvConfig> built_configs() {
   return cfgs;
 }
 
+// Every built configuration of the tensor-core kernel (gemv_mma_with_config).
+std::vector<cuda::GemvConfig> built_mma_configs() {
+  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
+}
+
 // N from below the grid (1, 13) to one or two rows per CTA (133, just above the SM count) and
 // several row groups per CTA (primes 1031, 4099); K from one 16-byte chunk to column tiles with a
 // short last tile (520, 2056, 4104).
@@ -81,12 +86,7 @@ TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
 TEST(GpuGemv, MmaConfigsMatchReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  const int cfgs[][3] = {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
-  for (const auto& [t, r, u] : cfgs) {
-    cuda::GemvConfig c;
-    c.threads = t;
-    c.rows = r;
-    c.unroll = u;
+  for (const auto& c : built_mma_configs()) {
     for (int M : {2, 7, 8, 9, 16})
       for (int N : {1, 13, 31, 1031})
         for (int K : {8, 24, 520, 4104})
@@ -101,12 +101,7 @@ TEST(GpuGemv, MmaConfigsMatchReference) {
 TEST(GpuGemv, MmaConfigsSanitizerSubset) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  const int cfgs[][3] = {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
-  for (const auto& [t, r, u] : cfgs) {
-    cuda::GemvConfig c;
-    c.threads = t;
-    c.rows = r;
-    c.unroll = u;
+  for (const auto& c : built_mma_configs()) {
     for (int M : {3, 12}) {
       expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true, DType::kBF16, M), s);
       expect_case_passes(*bench::make_gemv_config_case(c, 1031, 1048, false, DType::kBF16, M), s);

@@ -82,18 +82,6 @@ struct Rows {
   int S() const { return static_cast<int>(ps.size()); }
 };
 
-cuda::GpuSamplingParams to_gpu(const cpu::SamplingParams& p) {
-  cuda::GpuSamplingParams g;
-  g.temperature = p.temperature;
-  g.top_k = p.top_k;
-  g.top_p = p.top_p;
-  g.min_p = p.min_p;
-  g.repetition_penalty = p.repetition_penalty;
-  g.presence_penalty = p.presence_penalty;
-  g.frequency_penalty = p.frequency_penalty;
-  return g;
-}
-
 cpu::SamplingParams params(float T, int k, float p, float min_p = 0.0f) {
   cpu::SamplingParams q;
   q.temperature = T;
@@ -113,7 +101,7 @@ void expect_rows_match(const Rows& r, cudaStream_t s, const std::string& what) {
       dout(4 * S);
   to_device(dl.as<float>(), r.logits, s);
   std::vector<cuda::GpuSamplingParams> gp;
-  for (const auto& p : r.ps) gp.push_back(to_gpu(p));
+  for (const auto& p : r.ps) gp.push_back(bench::to_gpu_params(p));
   to_device(dp.as<cuda::GpuSamplingParams>(), gp, s);
   to_device(du.as<float>(), r.us, s);
   ASSERT_EQ(cudaMemsetAsync(dout.get(), 0x7f, 4 * S, s), cudaSuccess);  // not a token, not -1

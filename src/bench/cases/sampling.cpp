@@ -113,7 +113,7 @@ class SampleCase : public CaseBase {
                    "memset");
     std::mt19937_64 rng(seed);
     std::vector<cuda::GpuSamplingParams> all(params_.total());
-    for (auto& g : all) g = to_gpu(p_);
+    for (auto& g : all) g = to_gpu_params(p_);
     to_device(params_.base(), all, s);
     for (int c = 0; c < copies; ++c) {
       const Histories h = draw_histories(rng, p_);
@@ -137,17 +137,6 @@ class SampleCase : public CaseBase {
   struct Histories {
     std::vector<std::vector<int32_t>> prompt, generated;
   };
-  static cuda::GpuSamplingParams to_gpu(const cpu::SamplingParams& p) {
-    cuda::GpuSamplingParams g;
-    g.temperature = p.temperature;
-    g.top_k = p.top_k;
-    g.top_p = p.top_p;
-    g.min_p = p.min_p;
-    g.repetition_penalty = p.repetition_penalty;
-    g.presence_penalty = p.presence_penalty;
-    g.frequency_penalty = p.frequency_penalty;
-    return g;
-  }
   Histories draw_histories(std::mt19937_64& rng, const cpu::SamplingParams&) const {
     Histories h;
     std::uniform_int_distribution<int> id(0, V_ - 1), small(0, 15);
@@ -218,7 +207,7 @@ CheckResult SampleCase::check(cudaStream_t s) {
   to_device(logits_.at(0), logits, s);
   to_device(u_.at(0), us, s);
   std::vector<cuda::GpuSamplingParams> gp(S_);
-  for (int i = 0; i < S_; ++i) gp[i] = to_gpu(ps[i]);
+  for (int i = 0; i < S_; ++i) gp[i] = to_gpu_params(ps[i]);
   to_device(params_.at(0), gp, s);
   poison(out_.at(0), 4 * size_t(S_), s);
   run(0, s).throw_if_error();
@@ -278,6 +267,18 @@ CheckResult SampleCase::check(cudaStream_t s) {
 }
 
 }  // namespace
+
+cuda::GpuSamplingParams to_gpu_params(const cpu::SamplingParams& p) {
+  cuda::GpuSamplingParams g;
+  g.temperature = p.temperature;
+  g.top_k = p.top_k;
+  g.top_p = p.top_p;
+  g.min_p = p.min_p;
+  g.repetition_penalty = p.repetition_penalty;
+  g.presence_penalty = p.presence_penalty;
+  g.frequency_penalty = p.frequency_penalty;
+  return g;
+}
 
 std::unique_ptr<KernelCase> make_argmax_case(int S, int V) {
   return std::make_unique<ArgmaxCase>(S, V);

@@ -5,10 +5,14 @@
 
 #include "bench/case.h"
 #include "kernels/cpu/sampling.h"
+#include "kernels/cuda/sampling.h"
 
 namespace ceiling::bench {
 
 std::unique_ptr<KernelCase> make_argmax_case(int S, int V);
+
+// The GPU sampler's parameters for a CPU reference's (the same fields).
+cuda::GpuSamplingParams to_gpu_params(const cpu::SamplingParams& p);
 
 // S rows of V logits. `mixed` draws each row's parameters, logit scale, ties (quantized logits)
 // and histories at random (the correctness sweep); otherwise every row uses `params` with a

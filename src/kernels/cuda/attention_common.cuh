@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "kernels/cuda/common.cuh"
 
 namespace ceiling::cuda::attn {
 
@@ -54,22 +55,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t (&r)[4
                : "r"(addr));
 }
 
-// d += a · b for one m16n8k16 tile (bf16 in, fp32 accumulate). Fragment layouts (g = lane / 4,
-// t = lane % 4): a = {A[g][2t..], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]};
-// b = {B[2t..][g], B[2t+8..][g]}; d = {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
+// mma_16816 and pack_bf16 live in common.cuh (the GEMV uses them too).
+using detail::mma_16816;
+using detail::pack_bf16;
 
 // 2^x (approximate, flushes subnormals; 2^-inf = 0).
 __device__ __forceinline__ float exp2_fast(float x) {

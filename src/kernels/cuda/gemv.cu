@@ -209,28 +209,9 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
             store_out(out + static_cast<int64_t>(m) * half + n, detail::silu_times(gb, ub));
             continue;
           }
-          // RoPE (rotate-half) of (x_i, x_{i+D/2}) at the token's position, as rope_kv_write.
-          const int head = n / half_d, e = n % half_d;
-          const float y1 = gb * rope_cs - ub * rope_sn, y2 = ub * rope_cs + gb * rope_sn;
-          if constexpr (std::is_same_v<OutT, bf16>) {
-            if (head < rope.Hq) {
-              store_out(out + static_cast<int64_t>(m) * N + ra, y1);
-              store_out(out + static_cast<int64_t>(m) * N + rb, y2);
-              continue;
-            }
-            const int64_t slot = rope_slot;
-            if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size)
-              continue;
-            const bool is_k = head < rope.Hq + rope.Hkv;
-            const int kv_head = head - rope.Hq - (is_k ? 0 : rope.Hkv);
-            const int64_t off = ((slot / rope.block_size * rope.Hkv + kv_head) * rope.block_size +
-                                 slot % rope.block_size) *
-                                    rope.D +
-                                e;
-            bf16* cache = is_k ? rope.k_cache : rope.v_cache;
-            store_out(cache + off, is_k ? y1 : gb);
-            store_out(cache + off + half_d, is_k ? y2 : ub);
-          }
+          if constexpr (std::is_same_v<OutT, bf16>)
+            detail::rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, n, gb, ub,
+                                    rope_sn, rope_cs, rope_slot);
         }
       }
       return;

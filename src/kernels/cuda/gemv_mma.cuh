@@ -32,21 +32,30 @@
 
 namespace ceiling::cuda::detail {
 
-// D[16 × 8] += A[16 × 16] · B[16 × 8]: bf16 in, fp32 accumulate (a: 4 words, b: 2 words).
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  uint32_t r;
-  __builtin_memcpy(&r, &v, sizeof(r));
-  return r;
+// The RoPE + KV write epilogue of one pair, as rope_kv_write (shared with gemv_kernel): pair p is
+// element e = p % (D/2) of head p / (D/2), a = x_e and b = x_{e + D/2} of one token, already
+// rounded to bf16. A q head is rotated into out_row (the token's row of out) at rows ra, rb; a k
+// head rotated and a v head as it is go to the paged cache at `slot` (skipped outside the cache).
+__device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_row, int ra, int rb,
+                                                int p, float a, float b, float sn, float cs,
+                                                int64_t slot) {
+  const int half_d = rope.D / 2, head = p / half_d, e = p % half_d;
+  const float y1 = a * cs - b * sn, y2 = b * cs + a * sn;
+  if (head < rope.Hq) {
+    out_row[ra] = __float2bfloat16(y1);
+    out_row[rb] = __float2bfloat16(y2);
+    return;
+  }
+  if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size) return;
+  const bool is_k = head < rope.Hq + rope.Hkv;
+  const int kv_head = head - rope.Hq - (is_k ? 0 : rope.Hkv);
+  const int64_t off =
+      ((slot / rope.block_size * rope.Hkv + kv_head) * rope.block_size + slot % rope.block_size) *
+          rope.D +
+      e;
+  bf16* cache = is_k ? rope.k_cache : rope.v_cache;
+  cache[off] = __float2bfloat16(is_k ? y1 : a);
+  cache[off + half_d] = __float2bfloat16(is_k ? y2 : b);
 }
 
 // x [M, K] (M ≤ 8·kTiles), W [N, K], K % 8 == 0, x and W 16-byte aligned. Arguments as
@@ -187,8 +196,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
           for (int h = 0; h < 2; ++h) {
             const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y,
                                     h ? wb.w : wb.y};
-            mma_bf16_16816(acc[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
-            if constexpr (kNorm) mma_bf16_16816(acc[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
+            mma_16816(acc[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
+            if constexpr (kNorm) mma_16816(acc[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
           }
         }
       }
@@ -283,26 +292,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
           out[static_cast<int64_t>(m) * half + p] = __float2bfloat16(silu_times(a, b));
           continue;
         }
-        // RoPE (rotate-half) of (x_e, x_{e + D/2}) at the token's position, as rope_kv_write.
-        const int head = p / half_d, e = p % half_d;
-        const float cs = rope_cs[t][i], sn = rope_sn[t][i];
-        const float y1 = a * cs - b * sn, y2 = b * cs + a * sn;
-        if (head < rope.Hq) {
-          out[static_cast<int64_t>(m) * N + ra] = __float2bfloat16(y1);
-          out[static_cast<int64_t>(m) * N + rb] = __float2bfloat16(y2);
-          continue;
-        }
-        const int64_t slot = rope_slot[t][i];
-        if (slot < 0 || slot >= static_cast<int64_t>(rope.num_blocks) * rope.block_size) continue;
-        const bool is_k = head < rope.Hq + rope.Hkv;
-        const int kv_head = head - rope.Hq - (is_k ? 0 : rope.Hkv);
-        const int64_t off = ((slot / rope.block_size * rope.Hkv + kv_head) * rope.block_size +
-                             slot % rope.block_size) *
-                                rope.D +
-                            e;
-        bf16* cache = is_k ? rope.k_cache : rope.v_cache;
-        cache[off] = __float2bfloat16(is_k ? y1 : a);
-        cache[off + half_d] = __float2bfloat16(is_k ? y2 : b);
+        rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, p, a, b, rope_sn[t][i],
+                        rope_cs[t][i], rope_slot[t][i]);
       }
     }
   }
