@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "engine/cpu_ops.h"
@@ -20,9 +21,12 @@
 namespace ceiling::engine::gpu_test {
 namespace {
 
+// A fresh seed, printed; CEILING_TEST_SEED replays a printed one.
 uint64_t fresh_seed() {
-  const uint64_t s = std::random_device{}();
-  std::printf("  seed %llu\n", static_cast<unsigned long long>(s));
+  const char* fixed = std::getenv("CEILING_TEST_SEED");
+  const uint64_t s = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  std::printf("  seed %llu%s\n", static_cast<unsigned long long>(s),
+              fixed ? " (CEILING_TEST_SEED)" : "");
   return s;
 }
 
