@@ -50,7 +50,8 @@ float dot(const float* a, const float* b, int64_t K) {
 
 }  // namespace
 
-CpuOps::CpuOps(CpuOpsOptions options) : pool_(options.n_threads) {}
+CpuOps::CpuOps(CpuOpsOptions options)
+    : pool_(options.n_threads), bf16_activations_(options.bf16_activations) {}
 CpuOps::~CpuOps() = default;
 
 TensorView CpuOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
@@ -106,6 +107,13 @@ KvCache CpuOps::alloc_kv_cache(int num_blocks, int block_size) {
   return kv;
 }
 
+void CpuOps::round_bf16(const TensorView& t, int64_t rows) const {
+  if (!bf16_activations_) return;
+  float* p = t.as<float>();
+  const int64_t n = rows < 0 ? t.numel() : rows * (t.numel() / std::max<int64_t>(t.dim(0), 1));
+  for (int64_t i = 0; i < n; ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
+}
+
 void CpuOps::to_host(const TensorView& src, float* dst) {
   CEILING_ENSURE(src.device == Device::kCpu, "CpuOps::to_host: not a host view");
   for (int64_t i = 0; i < src.numel(); ++i)
@@ -124,6 +132,7 @@ void CpuOps::prepare(const StepBatch& step, const KvCache& kv) {
 void CpuOps::embedding(const TensorView& out) {
   cpu::embedding(weights().embed, step_.token_ids.data(), step_.num_tokens(),
                  f32(out, "embedding output"));
+  round_bf16(out, step_.num_tokens());
 }
 
 void CpuOps::rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
@@ -138,6 +147,8 @@ void CpuOps::rms_norm(const TensorView& x, const TensorView* residual, const Ten
     cpu::rms_norm(xp + off, rp ? rp + off : nullptr, weight, static_cast<int>(t1 - t0), H, eps,
                   op + off);
   });
+  if (residual) round_bf16(*residual, T);
+  round_bf16(out, T);
 }
 
 void CpuOps::linear(const float* x, const TensorView& w, const TensorView* bias, int T, float* out,
@@ -165,6 +176,7 @@ void CpuOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const Ten
   linear(xp, w.q_proj, bias ? &w.q_bias : nullptr, T, f32(q, "q"), config_.q_dim());
   linear(xp, w.k_proj, bias ? &w.k_bias : nullptr, T, f32(k, "k"), config_.kv_dim());
   linear(xp, w.v_proj, bias ? &w.v_bias : nullptr, T, f32(v, "v"), config_.kv_dim());
+  for (const TensorView* t : {&q, &k, &v}) round_bf16(*t, T);
 }
 
 void CpuOps::qk_norm(int l, const TensorView& q, const TensorView& k) {
@@ -173,6 +185,8 @@ void CpuOps::qk_norm(int l, const TensorView& q, const TensorView& k) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   cpu::rms_norm(f32(q, "q"), nullptr, w.q_norm, T * config_.num_heads, D, eps, q.as<float>());
   cpu::rms_norm(f32(k, "k"), nullptr, w.k_norm, T * config_.num_kv_heads, D, eps, k.as<float>());
+  round_bf16(q, T);
+  round_bf16(k, T);
 }
 
 void CpuOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -181,6 +195,8 @@ void CpuOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, cons
   const int T = step_.num_tokens();
   cpu::rope(f32(q, "q"), f32(k, "k"), step_.positions.data(), inv_freq_.data(), T, c.num_heads,
             c.num_kv_heads, c.head_dim);
+  round_bf16(q, T);  // k is rounded as it is written to the cache (v already is)
+  round_bf16(k, T);
   cpu::PagedKv cache{f32(kv.k[l], "K cache"), f32(kv.v[l], "V cache"), kv.num_blocks,
                      kv.block_size,           kv.num_kv_heads,         kv.head_dim};
   cpu::kv_write(k.as<float>(), f32(v, "v"), step_.slot_mapping.data(), T, cache);
@@ -202,11 +218,13 @@ void CpuOps::attention(int l, const TensorView& q, const KvCache& kv, const Tens
       cpu::attention(qp, cache, one, c.num_heads, scale, op);
     }
   });
+  round_bf16(out, step_.num_tokens());
 }
 
 void CpuOps::o_proj(int l, const TensorView& attn, const TensorView& out) {
   linear(f32(attn, "attention output"), layer(l).o_proj, nullptr, static_cast<int>(attn.dim(0)),
          f32(out, "o_proj output"), config_.hidden_size);
+  round_bf16(out, attn.dim(0));
 }
 
 void CpuOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up) {
@@ -216,6 +234,7 @@ void CpuOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up)
   float* gu = f32(gate_up, "gate_up");
   linear(f32(x, "mlp input"), w.gate_proj, nullptr, T, gu, 2 * I);
   linear(x.as<float>(), w.up_proj, nullptr, T, gu + I, 2 * I);
+  round_bf16(gate_up, T);
 }
 
 void CpuOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
@@ -225,11 +244,13 @@ void CpuOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
   pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1) {
     cpu::silu_mul(gu + t0 * 2 * I, static_cast<int>(t1 - t0), I, op + t0 * I);
   });
+  round_bf16(out, T);
 }
 
 void CpuOps::down_proj(int l, const TensorView& act, const TensorView& out) {
   linear(f32(act, "mlp activation"), layer(l).down_proj, nullptr, static_cast<int>(act.dim(0)),
          f32(out, "down_proj output"), config_.hidden_size);
+  round_bf16(out, act.dim(0));
 }
 
 void CpuOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView& h,
@@ -247,6 +268,7 @@ void CpuOps::add_into(const TensorView& x, const TensorView& residual) {
   const float* xp = f32(x, "residual addend");
   float* rp = f32(residual, "residual");
   for (int64_t i = 0, n = x.numel(); i < n; ++i) rp[i] += xp[i];
+  round_bf16(residual);
 }
 
 void CpuOps::o_proj_residual(int l, const TensorView& attn, const TensorView& scratch,

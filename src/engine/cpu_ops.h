@@ -14,6 +14,10 @@ namespace ceiling::engine {
 
 struct CpuOpsOptions {
   int n_threads = 0;  // <= 0: all hardware threads
+  // Round every activation an op writes (and the KV cache) to bf16 after computing it in fp32,
+  // where CudaOps stores bf16: the rounding noise of a bf16-activation backend on this model, the
+  // floor the GPU parity tests judge CudaOps against. The logits stay fp32, as CudaOps writes them.
+  bool bf16_activations = false;
 };
 
 class CpuOps final : public Ops {
@@ -68,8 +72,11 @@ class CpuOps final : public Ops {
  private:
   const LayerWeights& layer(int l) const;
   void add_into(const TensorView& x, const TensorView& residual);  // residual += x
+  // With bf16_activations: the first `rows` rows of t rounded to bf16 in place (all rows: -1).
+  void round_bf16(const TensorView& t, int64_t rows = -1) const;
 
   ThreadPool pool_;
+  bool bf16_activations_;
   std::vector<std::unique_ptr<float[]>> f32_buffers_;
   std::vector<std::unique_ptr<unsigned char[]>> raw_buffers_;
   bool uploaded_ = false;

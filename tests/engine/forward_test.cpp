@@ -60,8 +60,8 @@ struct Harness {
   std::unique_ptr<Forward> fwd;
   KvCache kv;
   Harness(const ModelConfig& c, DType dt, int block_size, int num_blocks, int max_tokens,
-          int max_rows, int threads = 2)
-      : model(make_random_model(c, dt, 1234)), ops(CpuOpsOptions{threads}) {
+          int max_rows, int threads = 2, bool bf16_activations = false)
+      : model(make_random_model(c, dt, 1234)), ops(CpuOpsOptions{threads, bf16_activations}) {
     ops.upload(model->config, model->weights);
     fwd = std::make_unique<Forward>(ops, ForwardLimits{max_tokens, max_rows});
     kv = ops.alloc_kv_cache(num_blocks, block_size);
@@ -247,6 +247,34 @@ TEST(Forward, RejectsStepsOutsideItsLimits) {
   oov.max_blocks = 4;
   append_sequence(oov, {1, 101}, 0, {0}, 4, true);  // token id == vocab size
   EXPECT_THROW(h.fwd->run(oov, h.kv), Error);
+}
+
+// bf16_activations (the GPU tests' rounding-noise reference): what reaches the KV cache is
+// bf16-representable, and the logits move off the fp32 ones by rounding noise — not zero, not far.
+TEST(CpuOps, Bf16ActivationsRoundWhatTheyStore) {
+  for (const auto& ac : arch_cases()) {
+    SCOPED_TRACE(ac.name);
+    const int n = 23, bs = 4;
+    Harness ref(ac.config, ac.dtype, bs, 8, 32, 32),
+        emu(ac.config, ac.dtype, bs, 8, 32, 32, 2, true);
+    const auto ids = random_ids(n, ac.config.vocab_size, 11);
+    const auto want = ref.run(prefill_all_rows(ids, shuffled_blocks(8, 3), bs, 8));
+    const auto got = emu.run(prefill_all_rows(ids, shuffled_blocks(8, 3), bs, 8));
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (int t = 0; t < n; ++t) worst = std::max(worst, rel_err(got[t], want[t]));
+    EXPECT_GT(worst, 1e-4);
+    EXPECT_LT(worst, 0.1);
+    int64_t written = 0;
+    for (const TensorView* c : {&emu.kv.k[0], &emu.kv.v[1]})
+      for (int64_t i = 0; i < c->numel(); ++i) {
+        const float x = c->as<float>()[i];
+        if (std::isnan(x)) continue;  // a slot no token wrote (alloc poisons with NaN)
+        ++written;
+        ASSERT_EQ(x, bf16_to_f32(f32_to_bf16(x))) << "cache element " << i;
+      }
+    EXPECT_EQ(written, int64_t{n} * ac.config.num_kv_heads * ac.config.head_dim * 2);
+  }
 }
 
 TEST(CpuOps, ThreadedLinearMatchesReference) {

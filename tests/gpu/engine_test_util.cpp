@@ -2,11 +2,15 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <random>
 
 #include "core/status.h"
 
@@ -17,6 +21,31 @@ bool has_gpu() {
   const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
   cudaGetLastError();
   return ok;
+}
+
+uint64_t fresh_seed() {
+  const char* fixed = std::getenv("CEILING_TEST_SEED");
+  const uint64_t s = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  std::printf("  seed %llu%s\n", static_cast<unsigned long long>(s),
+              fixed ? " (CEILING_TEST_SEED)" : "");
+  return s;
+}
+
+void NoiseCheck::expect(const std::vector<float>& got, const std::vector<float>& ref,
+                        const std::vector<float>& emulated, const std::string& what) {
+  const double e = rel_err(got, ref), noise = rel_err(emulated, ref);
+  const double limit = kNoiseRatio * noise + kNoiseFloor;
+  EXPECT_LT(noise, kMaxRoundingNoise) << what << ": the model amplifies bf16 rounding too much";
+  EXPECT_LE(e, limit) << what << ": rel err " << e << " against bf16 rounding noise " << noise;
+  worst_err_ = std::max(worst_err_, e);
+  worst_noise_ = std::max(worst_noise_, noise);
+  if (noise >= kNoiseFloor) worst_ratio_ = std::max(worst_ratio_, e / noise);
+}
+
+std::string NoiseCheck::summary() const {
+  return fmt::format(
+      "worst rel err {:.3g} (bf16 rounding noise {:.3g}; worst ratio {:.2f}, limit {})", worst_err_,
+      worst_noise_, worst_ratio_, kNoiseRatio);
 }
 
 double rel_err(const std::vector<float>& got, const std::vector<float>& ref) {

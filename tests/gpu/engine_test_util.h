@@ -20,13 +20,39 @@ bool has_gpu();
 #define ENGINE_REQUIRE_GPU() \
   if (!::ceiling::engine::gpu_test::has_gpu()) GTEST_SKIP() << "no CUDA device"
 
-// Named tolerances (MEASURING.md: bf16 activations land between 1e-3 and 1e-2 relative).
-// Logits of CudaOps (bf16 activations, bf16 KV, fp32 accumulation) vs CpuOps (fp32 activations)
-// on the same bf16 weights, as ‖gpu − cpu‖₂ / ‖cpu‖₂ over a step's logits rows.
-inline constexpr double kLogitsRelTol = 3e-2;
+// A fresh random seed, printed; CEILING_TEST_SEED=<printed seed> replays it.
+uint64_t fresh_seed();
+
+// Logits of CudaOps (bf16 activations and KV cache, fp32 accumulation) against CpuOps (fp32
+// activations) on the same bf16 weights, as rel_err = ‖gpu − cpu‖₂ / ‖cpu‖₂ over a step's rows.
+// Storing activations in bf16 alone costs an error that depends on how much the model amplifies
+// it: on the random test models 0.01–0.035, so a fixed tolerance sits inside that noise. The
+// noise is measured on the same model and inputs by CpuOps with bf16_activations (the same
+// roundings, nothing else), and the GPU is judged against it:
+//   rel_err(gpu, cpu) ≤ kNoiseRatio · rel_err(emulated, cpu) + kNoiseFloor.
+// kNoiseRatio allows the GPU's own roundings inside kernels (attention's P in bf16, other
+// summation orders) as much again as the storage roundings; an error of a kernel or of the
+// plumbing (a wrong row, position, slot or bias) is of order 1.
+inline constexpr double kNoiseRatio = 2.0;
+inline constexpr double kNoiseFloor = 2e-3;
+// A test model whose bf16 rounding noise exceeds this cannot judge anything: the check fails.
+inline constexpr double kMaxRoundingNoise = 0.1;
 // Greedy picks may differ only where the reference's top two candidates are nearly tied: the
 // reference logit of its own pick minus that of the other pick, over the row's RMS.
 inline constexpr double kNearTieOfRms = 0.1;
+
+// Accumulates the logits checks of one run: EXPECTs each against the rule above.
+class NoiseCheck {
+ public:
+  // got: the GPU's logits; ref: CpuOps'; emulated: CpuOps with bf16_activations (same rows).
+  void expect(const std::vector<float>& got, const std::vector<float>& ref,
+              const std::vector<float>& emulated, const std::string& what);
+  // "worst rel err G (bf16 rounding noise N; worst ratio R, limit kNoiseRatio)"
+  std::string summary() const;
+
+ private:
+  double worst_err_ = 0, worst_noise_ = 0, worst_ratio_ = 0;
+};
 
 double rel_err(const std::vector<float>& got, const std::vector<float>& ref);
 double rms(const float* x, int64_t n);

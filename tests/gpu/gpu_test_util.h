@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -38,9 +39,11 @@ using bench::to_device;
 using bench::to_host;
 
 // A seed drawn fresh for every run; printed on failure and recorded as a test property.
+// CEILING_TEST_SEED=<recorded seed> replays one.
 inline uint64_t fresh_seed() {
   std::random_device rd;
-  const uint64_t s = (uint64_t{rd()} << 32) ^ rd();
+  const char* fixed = std::getenv("CEILING_TEST_SEED");
+  const uint64_t s = fixed ? std::strtoull(fixed, nullptr, 10) : (uint64_t{rd()} << 32) ^ rd();
   ::testing::Test::RecordProperty("seed", std::to_string(s));
   return s;
 }
