@@ -9,11 +9,14 @@
 //     - cp.async: all 128 threads gather 16-byte chunks, each row's address from the block table;
 //       completion by cp.async.mbarrier.arrive. Its issue rate bounds the kernel (run 6 of
 //       bench/attention_notes.md: ~330 TFLOP/s, against ~527 with the loads removed).
-//     - TMA: one warp; per (cache block, 64-column panel) one lane issues one tensor copy
-//       (cp.async.bulk.tensor, 128B swizzle = the wgmma layout), completion counted in bytes on
-//       the full barrier. A tile that ends past the sequence's keys (V rows there may hold stale
-//       NaN, and 0·NaN = NaN in P·V) or names a block outside the cache falls back to the warp's
-//       zero-filling cp.async gather; that is at most the first (diagonal) tile of a CTA.
+//     - TMA: per (cache block, 64-column panel) one lane issues one tensor copy
+//       (cp.async.bulk.tensor, 128B swizzle = the wgmma layout), the copies dealt round the four
+//       producer warps (one per SM sub-partition: at block size 16 a tile takes 32 copies, and
+//       one warp's issue loop for all of them shared a scheduler with consumer warps);
+//       completion counted in bytes on the full barrier. A tile that ends past the sequence's
+//       keys (V rows there may hold stale NaN, and 0·NaN = NaN in P·V) or names a block outside
+//       the cache falls back to the zero-filling cp.async gather of all 128 producer threads;
+//       that is at most the first (diagonal) tile of a CTA.
 //  - WG1, WG2, the consumers (setmaxnreg up to 232): 64 query rows each, Q in shared memory.
 //    Per key tile j a consumer issues S_j = Q·K_j^T and O += P_{j-1}·V_{j-1} back to back (two
 //    wgmma groups), waits for S_j only, runs the online softmax of tile j while P·V of tile j-1
@@ -85,9 +88,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) sh_tile = found;
   } else if (tid == 32) {
     for (int st = 0; st < kStages; ++st) {
-      // cp.async: one arrival per producer thread; TMA: the issuing lane's expect_tx arrival.
-      mbar_init(full_k(st), kTma ? 1 : 128);
-      mbar_init(full_v(st), kTma ? 1 : 128);
+      // cp.async: one arrival per producer thread; TMA: one per producer warp (warp 0's carries
+      // the tile's expect_tx).
+      mbar_init(full_k(st), kTma ? 4 : 128);
+      mbar_init(full_v(st), kTma ? 4 : 128);
       mbar_init(empty(st), 256);  // every consumer thread
     }
   }
@@ -101,7 +105,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {  // ---- producer ----
     setmaxnreg_dec<kProducerRegs>();
-    if (kTma && warp != 0) return;
+    // TMA: the producer's four warps (one per SM sub-partition) share the tile's copies, so no
+    // scheduler carries all of their issue loop beside its consumer warps.
     // Block-table entries of a key tile: lane j of each producer warp loads entry j of the
     // tile's kTableLanes (one coalesced load per warp, issued a tile ahead), rows get theirs by
     // shuffle. (Loading an entry per row was the bottleneck: a dependent global load before
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                    ok);
       }
     };
-    if (kTma && lane == 0) {
+    if (kTma && tid == 0) {
       prefetch_tensor_map(&maps.k);
       prefetch_tensor_map(&maps.v);
     }
@@ -144,17 +149,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         const bool bad =
             __any_sync(0xffffffffu, lane < kTableLanes && (pages < 0 || pages >= p.num_blocks));
         if ((n + 1) * kBN <= tile.kv_end && !bad) {
-          // Lane b·kPanels + c copies rows [b·kRows, +kRows) of the tile, columns [64c, +64).
-          const int box = lane / kPanels, panel = lane % kPanels;
-          const int page = __shfl_sync(0xffffffffu, pages, kBN / BS > 1 ? box : 0);
+          // Copy i = b·kPanels + c (rows [b·kRows, +kRows) of the tile, columns [64c, +64)) is
+          // lane i / 4 of warp i % 4. Warp 0's arrival expects the whole tile's bytes; copies
+          // that land before it leave the phase waiting for it (and the other warps' arrivals).
+          constexpr int kCopies = (kBN / kRows) * kPanels;
+          const int i = lane * 4 + warp, box = i / kPanels, panel = i % kPanels;
+          const int page = __shfl_sync(0xffffffffu, pages, kBN / BS > 1 ? box % 32 : 0);
           const int y = (page * p.hkv + kvh) * BS + (BS > kBN ? (n * kBN) % BS : 0);
           const uint32_t off = panel * kBN * 128 + box * kRows * 128;
-          const bool issues = lane < (kBN / kRows) * kPanels;
-          if (lane == 0) mbar_arrive_expect_tx(full_k(st), kTileBytes);
-          __syncwarp();
+          const bool issues = i < kCopies;
+          auto arrive = [&](uint32_t bar) {
+            if (i == 0) mbar_arrive_expect_tx(bar, kTileBytes);
+            if (lane == 0 && warp != 0) mbar_arrive(bar);
+            __syncwarp();
+          };
+          arrive(full_k(st));
           if (issues) tma_load_2d(ks + off, &maps.k, panel * 64, y, full_k(st));
-          if (lane == 0) mbar_arrive_expect_tx(full_v(st), kTileBytes);
-          __syncwarp();
+          arrive(full_v(st));
           if (issues) tma_load_2d(vs + off, &maps.v, panel * 64, y, full_v(st));
         } else {
           auto finish = [&](uint32_t bar) {  // the warp's copies landed: one arrival
@@ -164,9 +175,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             __syncwarp();
             if (lane == 0) mbar_arrive(bar);
           };
-          gather.template operator()<32>(ks, p.k, n, pages, lane);
+          gather.template operator()<128>(ks, p.k, n, pages, tid);
           finish(full_k(st));
-          gather.template operator()<32>(vs, p.v, n, pages, lane);
+          gather.template operator()<128>(vs, p.v, n, pages, tid);
           finish(full_v(st));
         }
       } else {
