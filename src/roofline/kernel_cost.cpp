@@ -242,13 +242,14 @@ double non_mma_time(const GpuCeilings& gpu, const NonMmaWork& w) {
                    w.issue_slots / (gpu.issue_per_clk * sm_clocks)});
 }
 
-// MMA time `mma` and non-MMA time `x` as `groups` warpgroups schedule them. Each group runs its
-// own share serially ((mma + x) / groups); the tensor cores and the non-tensor pipes are shared,
-// so no schedule beats max(mma, x). One group: mma + x. Two or more: a group's chain never
-// exceeds max(mma, x), which is then the time.
-double schedule(double mma, double x, int groups) {
-  if (x <= 0) return mma;
-  return groups <= 1 ? mma + x : std::max(mma, x);
+// MMA time `mma` and non-MMA time `x` of a kernel whose warpgroups take turns on the tensor cores:
+// serial, mma + x, whatever the number of groups. By design a group's non-MMA work would run
+// while another group's MMAs do (no schedule beats max(mma, x)), but measured it does not: the
+// sm90 prefill kernel's times are mma + x, not the max, and moving its TMA producer's issue loop
+// off one scheduler cut it by ~11 % although x < mma there (r20, bench/attention_notes.md) —
+// under overlap that issue work would have been hidden. docs/roofline.md, group 2.
+double schedule(double mma, double x) {
+  return x > 0 ? mma + x : mma;
 }
 
 // A grid-wide probe's fixed cost at `bytes`: each point's time minus its bytes at the probe's own
@@ -379,8 +380,8 @@ Prediction predict(const GpuCeilings& gpu, const KernelCost& k, DType math, bool
   // Compute: the executed MMAs at the achievable tensor rate and the non-MMA work at the
   // non-tensor pipes' rates, both over the same waves of CTAs, as the warpgroups schedule them.
   p.non_mma_s = non_mma_time(gpu, nm) / p.wave_efficiency;
-  const double comp2 = schedule(tensor_flops / (peak * gpu.compute_efficiency * p.wave_efficiency),
-                                p.non_mma_s, nm.mma_groups);
+  const double comp2 =
+      schedule(tensor_flops / (peak * gpu.compute_efficiency * p.wave_efficiency), p.non_mma_s);
   const double read_bw = gpu.mem_bw * gpu.bw_efficiency;
   const double mem2 =
       (p.hbm_bytes - k.write_bytes) / read_bw + k.write_bytes / write_rate(gpu, read_bw);

@@ -123,9 +123,9 @@ struct NonMmaWork {
   double sfu_ops = 0;      // special-function results (MUFU.EX2: one per active lane)
   double fp32_ops = 0;     // FP32-pipe results (FADD, FMUL, FFMA: one per active lane)
   double issue_slots = 0;  // warp instructions issued by the warps that issue the MMAs
-  // Warpgroups that take turns on the tensor cores. Each one's non-MMA work waits for its own
-  // MMAs and they for it (serial within a group); a group's non-MMA work runs while the others'
-  // MMAs do (overlapped across groups). 1 = fully serial.
+  // Warpgroups that take turns on the tensor cores (the kernel's structure, recorded). Layer 2
+  // prices the non-MMA work serially with the MMAs whatever this is: the overlap across groups
+  // the structure intends is not what the hardware measured (kernel_cost.cpp, schedule()).
   int mma_groups = 1;
   bool any() const { return sfu_ops > 0 || fp32_ops > 0 || issue_slots > 0; }
 };
@@ -177,7 +177,7 @@ struct PrefillWsLoopSass {
 };
 inline constexpr int kPrefillWsTile = 128;         // query rows and keys per score tile
 inline constexpr int kPrefillWsConsumerWarps = 8;  // two warpgroups
-inline constexpr int kPrefillWsMmaGroups = 2;      // ping-pong on the tensor cores
+inline constexpr int kPrefillWsMmaGroups = 2;      // ping-pong on the tensor cores (by design)
 // Throws ceiling::Error for a head_dim the kernel is not built for (64, 128).
 PrefillWsLoopSass prefill_ws_loop_sass(int head_dim);
 // Score tiles one head of one sequence computes: q_len new tokens, seq_len keys (prefix included).

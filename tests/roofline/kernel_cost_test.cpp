@@ -586,8 +586,9 @@ TEST(KernelCost, PrefillWsScoreTilesFollowTheKernelsTiles) {
 
 // Non-MMA work on the H100 SXM datasheet (132 SMs, 1980 MHz boost clock, per SM per clock 16
 // MUFU, 128 FP32, 4 issued warp instructions; bf16 989.4e12 at compute_efficiency 0.8): the
-// busiest non-tensor pipe, overlapped with the MMAs across two warpgroups, added to them with one.
-TEST(KernelCost, NonMmaWorkIsPricedAtThePipesRatesAndOverlappedAcrossWarpgroups) {
+// busiest non-tensor pipe, added to the MMAs with one warpgroup and with two (the overlap across
+// groups the ping-pong intends is not what was measured).
+TEST(KernelCost, NonMmaWorkIsPricedAtThePipesRatesAndAddedToTheMmas) {
   const GpuCeilings g = ceilings_for("h100-sxm", false);
   const Layer2Defaults d = layer2_defaults();
   ASSERT_DOUBLE_EQ(g.sm_clock_hz, 1980e6);
@@ -605,7 +606,7 @@ TEST(KernelCost, NonMmaWorkIsPricedAtThePipesRatesAndOverlappedAcrossWarpgroups)
   k.non_mma.mma_groups = 2;
   Prediction p = predict(g, k, DType::kBF16);
   EXPECT_NEAR(p.non_mma_s, x, x * kRel);
-  EXPECT_NEAR(p.time_predicted_s, std::max(mma, x) + d.launch_graph_s, 1e-12);
+  EXPECT_NEAR(p.time_predicted_s, mma + x + d.launch_graph_s, 1e-12);
   EXPECT_EQ(p.limiter, Limiter::kCompute);
   EXPECT_NEAR(p.compute_s, 1.0e12 / 989.4e12, 1e-15);  // layer 1: the op's FLOPs at the peak
   k.non_mma.mma_groups = 1;
