@@ -130,14 +130,10 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
 
   // A stage: kUnroll chunks c = c0 + u·kKSlices; lane (g, q) holds pieces 8c + 2q + j (j ∈ {0,
   // 1}, 32 contiguous bytes) of its rows g (a) and g + 8 (b), so one warp reads whole 128-byte
-  // lines of 16 rows, and the same pieces of x for tokens t·8 + g (and of γ). Two stages
-  // alternate: the next one's weight and x loads are in flight while this one's mma run (with x
-  // loaded only when its stage is computed, every stage waited an L2 round trip for it, which
-  // held the H200 to ~75 % of its read bandwidth at M = 2–16: r21).
+  // lines of 16 rows. Two stages alternate: the next one's loads are in flight while this one's
+  // x is loaded and its mma run.
   struct Stage {
     uint4 a[kUnroll][2], b[kUnroll][2];
-    uint4 x[kUnroll][2][kTiles];
-    uint4 g[kNorm ? kUnroll : 1][2];
   };
   const auto piece = [&](int c0, int u, int j) { return 8 * (c0 + u * kKSlices) + 2 * q + j; };
   const auto load_w = [&](Stage& st, int c0) {
@@ -151,8 +147,12 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
         st.b[u][j] = ok ? as_uint4(load8_stream(wrow1 + pc * 8)) : make_uint4(0, 0, 0, 0);
       }
   };
-  // x (and γ) of a stage: after the wait (the previous kernel writes x).
-  const auto load_x = [&](Stage& st, int c0) {
+  // x (and γ) of the stage first, then the mma. With the RMS-norm input the B operand x·γ is
+  // fp32: it is fed as hi + lo, two bf16 terms (hi = bf16(v), lo = bf16(v − hi)), so the product
+  // keeps ~16 bits as gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
+  const auto compute = [&](const Stage& st, int c0) {
+    uint4 xr[kUnroll][2][kTiles];
+    uint4 gr[kUnroll][2];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -160,19 +160,14 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
         const int pc = piece(c0, u, j);
         const bool ok = pc < pieces;
         if constexpr (kNorm)
-          st.g[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
+          gr[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int t = 0; t < kTiles; ++t) {
           const int m = t * 8 + g;
-          st.x[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
-                                      : make_uint4(0, 0, 0, 0);
+          xr[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
+                                    : make_uint4(0, 0, 0, 0);
         }
       }
-  };
-  // The stage's mma. With the RMS-norm input the B operand x·γ is fp32: it is fed as hi + lo,
-  // two bf16 terms (hi = bf16(v), lo = bf16(v − hi)), so the product keeps ~16 bits as
-  // gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
-  const auto compute = [&](const Stage& st) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -180,11 +175,11 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
         const uint4 wa = st.a[u][j], wb = st.b[u][j];
 #pragma unroll
         for (int t = 0; t < kTiles; ++t) {
-          uint4 hi = st.x[u][j][t], lo = make_uint4(0, 0, 0, 0);
+          uint4 hi = xr[u][j][t], lo = make_uint4(0, 0, 0, 0);
           if constexpr (kNorm) {
             float xf[8], gf[8], hf[8];
             to_float8(as_bf16x8(hi), xf);
-            to_float8(as_bf16x8(st.g[u][j]), gf);
+            to_float8(as_bf16x8(gr[u][j]), gf);
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
               ss[t] = fmaf(xf[e], xf[e], ss[t]);
@@ -212,28 +207,15 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
   constexpr int kStride = kKSlices * kUnroll;
   Stage s0, s1;
   int c0 = ks;
-  // With the RMS-norm input (x, γ and the hi/lo split: more registers) x is loaded when its
-  // stage is computed: only so does it fit 128 registers. The engine runs that input at one row
-  // only (gemv_norm_input_pays), where the register kernel serves it.
-  constexpr bool kXAhead = !kNorm;
   load_w(s0, c0);
   wait_producer();
-  if (kXAhead) load_x(s0, c0);
   while (c0 < chunks) {
     load_w(s1, c0 + kStride);
-    if (kXAhead)
-      load_x(s1, c0 + kStride);
-    else
-      load_x(s0, c0);
-    compute(s0);
+    compute(s0, c0);
     c0 += kStride;
     if (c0 >= chunks) break;
     load_w(s0, c0 + kStride);
-    if (kXAhead)
-      load_x(s0, c0 + kStride);
-    else
-      load_x(s1, c0);
-    compute(s1);
+    compute(s1, c0);
     c0 += kStride;
   }
 
