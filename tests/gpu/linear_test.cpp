@@ -199,12 +199,25 @@ TEST(GpuLinear, DispatchMatchesReferenceOnBothSides) {
     expect_case_passes(*bench::make_linear_case(LinearImpl::kDispatch, M, 520, 512, M % 2 == 0), s);
 }
 
-TEST(GpuLinear, CrossoverTableIsUsable) {
-  const int m = cuda::linear_crossover_m(4096, 4096);
-  EXPECT_GE(m, 1);
-  EXPECT_LE(m, cuda::kGemvMaxM + 1);
-  EXPECT_EQ(cuda::linear_path(cuda::kGemvMaxM + 1, 4096, 4096), cuda::LinearPath::kCublasLt);
-  EXPECT_FALSE(cuda::linear_crossover_source().empty());
+// The committed tables (no GPU needed): one per measured GPU model, picked by the device name,
+// the first for a GPU without one; every crossover within 1 .. kGemvMaxM + 1.
+TEST(GpuLinear, CrossoverTablesAreUsable) {
+  const cuda::CrossoverTable& h100 = cuda::crossover_table("NVIDIA H100 80GB HBM3");
+  const cuda::CrossoverTable& h200 = cuda::crossover_table("NVIDIA H200");
+  EXPECT_STREQ(h100.gpu, "H100");
+  EXPECT_STREQ(h200.gpu, "H200");
+  EXPECT_EQ(&cuda::crossover_table("NVIDIA A100-SXM4-80GB"), &h100);
+  for (const cuda::CrossoverTable* t : {&h100, &h200}) {
+    EXPECT_NE(std::string(t->source).find(t->gpu), std::string::npos) << t->source;
+    ASSERT_FALSE(t->rows.empty());
+    for (const cuda::Crossover& c : t->rows) {
+      EXPECT_GE(c.m, 1);
+      EXPECT_LE(c.m, cuda::kGemvMaxM + 1);
+    }
+    const int m = cuda::linear_crossover_m(*t, 4096, 4096);
+    EXPECT_EQ(cuda::linear_path(*t, m - 1, 4096, 4096), cuda::LinearPath::kGemv);
+    EXPECT_EQ(cuda::linear_path(*t, cuda::kGemvMaxM + 1, 4096, 4096), cuda::LinearPath::kCublasLt);
+  }
 }
 
 }  // namespace

@@ -38,7 +38,9 @@ class GemvFusedCase : public CaseBase {
   // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h), and takes
   // the RMS-norm input only where it pays (gemv.h).
   bool dispatched() const override {
-    return !cfg_ && cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv &&
+    return !cfg_ &&
+           cuda::linear_path(cuda::current_crossover_table(), M_, N_, K_) ==
+               cuda::LinearPath::kGemv &&
            (in_ != cuda::GemvInput::kRmsNorm || cuda::gemv_norm_input_pays(M_));
   }
   std::string shape() const override {
@@ -175,7 +177,9 @@ class GemvRopeCase : public CaseBase {
       : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {}
   std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
   bool dispatched() const override {  // the RMS-norm input: see GemvFusedCase
-    return !cfg_ && cuda::linear_path(M_, N(), H_) == cuda::LinearPath::kGemv &&
+    return !cfg_ &&
+           cuda::linear_path(cuda::current_crossover_table(), M_, N(), H_) ==
+               cuda::LinearPath::kGemv &&
            cuda::gemv_norm_input_pays(M_);
   }
   std::string shape() const override {

@@ -30,7 +30,7 @@ class LinearCase : public CaseBase {
   bool dispatched() const override {
     if (cfg_) return false;
     if (impl_ == LinearImpl::kDispatch) return true;
-    const bool gemv = cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv;
+    const bool gemv = dispatch_path() == cuda::LinearPath::kGemv;
     return gemv == (impl_ == LinearImpl::kGemv);
   }
   std::string shape() const override {
@@ -74,7 +74,7 @@ class LinearCase : public CaseBase {
     fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
     fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
     if (impl_ != LinearImpl::kGemv) {
-      if (!lt_) lt_ = std::make_unique<cuda::Linear>();
+      if (!lt_) lt_ = std::make_unique<cuda::Linear>(cuda::current_crossover_table());
       lt_->lt().plan(M_, N_, K_, bias_, out_dtype_).throw_if_error();
     }
   }
@@ -137,8 +137,12 @@ class LinearCase : public CaseBase {
  private:
   int out_size() const { return out_dtype_ == DType::kF32 ? 4 : 2; }
   bool uses_gemv() const {
-    return impl_ == LinearImpl::kGemv || (impl_ == LinearImpl::kDispatch &&
-                                          cuda::linear_path(M_, N_, K_) == cuda::LinearPath::kGemv);
+    return impl_ == LinearImpl::kGemv ||
+           (impl_ == LinearImpl::kDispatch && dispatch_path() == cuda::LinearPath::kGemv);
+  }
+  // The engine's choice on this GPU (its measured crossover table).
+  cuda::LinearPath dispatch_path() const {
+    return cuda::linear_path(cuda::current_crossover_table(), M_, N_, K_);
   }
   LinearImpl impl_;
   int M_, N_, K_;

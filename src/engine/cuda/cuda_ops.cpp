@@ -58,7 +58,7 @@ CudaOps::CudaOps(CudaOpsOptions options) : options_(std::move(options)) {
   CEILING_CUDA_CHECK(cudaSetDevice(options_.device_index));
   CEILING_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CEILING_CUDA_CHECK(cudaEventCreateWithFlags(&meta_free_, cudaEventDisableTiming));
-  linear_ = std::make_unique<cuda::Linear>();
+  linear_ = std::make_unique<cuda::Linear>(cuda::current_crossover_table());
 }
 
 CudaOps::~CudaOps() {
@@ -109,7 +109,7 @@ void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView*
 
 bool CudaOps::gemv_fuses(int rows, const TensorView& w, const void* x) const {
   const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
-  return cuda::linear_path(rows, N, K) == cuda::LinearPath::kGemv &&
+  return linear_->path(rows, N, K) == cuda::LinearPath::kGemv &&
          cuda::gemv_fused_supported(K, x, w.data);
 }
 

@@ -3,25 +3,38 @@
 #include <cmath>
 #include <limits>
 
+#include "core/status.h"
 #include "kernels/cuda/gemv.h"
 
 namespace ceiling::cuda {
 
 namespace {
 
-struct Crossover {
-  int K, N;
-  int m;  // smallest M where cuBLASLt was faster; kGemvMaxM + 1 = the GEMV won up to its limit
-};
-
-#include "kernels/cuda/linear_crossover.inc"  // kCrossovers[], kCrossoverSource
+#include "kernels/cuda/linear_crossover.inc"  // kCrossoverTables[]
 
 }  // namespace
 
-int linear_crossover_m(int N, int K) {
+const CrossoverTable& crossover_table(std::string_view device_name) {
+  for (const CrossoverTable& t : kCrossoverTables)
+    if (device_name.find(t.gpu) != std::string_view::npos) return t;
+  return kCrossoverTables[0];
+}
+
+const CrossoverTable& current_crossover_table() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    const cudaError_t e = cudaGetLastError();
+    fail("linear: no current CUDA device to pick a crossover table for ({})",
+         cudaGetErrorString(e));
+  }
+  return crossover_table(prop.name);
+}
+
+int linear_crossover_m(const CrossoverTable& t, int N, int K) {
   double best = std::numeric_limits<double>::infinity();
   int m = 1;
-  for (const Crossover& c : kCrossovers) {
+  for (const Crossover& c : t.rows) {
     const double d = std::fabs(std::log2(static_cast<double>(N) / c.N)) +
                      std::fabs(std::log2(static_cast<double>(K) / c.K));
     if (d < best) {
@@ -32,16 +45,13 @@ int linear_crossover_m(int N, int K) {
   return m;
 }
 
-std::string linear_crossover_source() {
-  return kCrossoverSource;
-}
-
-LinearPath linear_path(int M, int N, int K) {
-  return M <= kGemvMaxM && M < linear_crossover_m(N, K) ? LinearPath::kGemv : LinearPath::kCublasLt;
+LinearPath linear_path(const CrossoverTable& t, int M, int N, int K) {
+  return M <= kGemvMaxM && M < linear_crossover_m(t, N, K) ? LinearPath::kGemv
+                                                           : LinearPath::kCublasLt;
 }
 
 Status Linear::plan(int M, int N, int K, bool bias, DType out_dtype) {
-  if (linear_path(M, N, K) == LinearPath::kGemv) return Status();
+  if (path(M, N, K) == LinearPath::kGemv) return Status();
   return lt_.plan(M, N, K, bias, out_dtype);
 }
 
@@ -50,7 +60,7 @@ Status Linear::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bf
                    bool accumulate) {
   if (accumulate && out_dtype != DType::kBF16)
     return Status::error("linear: accumulate needs a bf16 output (got {})", dtype_name(out_dtype));
-  if (linear_path(M, N, K) == LinearPath::kGemv) {
+  if (path(M, N, K) == LinearPath::kGemv) {
     if (!accumulate) return gemv(x, w, bias, out, out_dtype, M, N, K, stream);
     GemvFusion f;
     f.accumulate = true;
