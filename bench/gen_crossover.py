@@ -25,7 +25,7 @@ def crossovers(run):
         if c.get("op") not in ("linear_gemv", "linear_cublaslt") or "time_ms_median" not in c:
             continue
         p = c["params"]
-        if p.get("bias") or p.get("out_dtype", "bf16") != "bf16":
+        if p.get("bias"):
             continue
         times.setdefault((p["N"], p["K"]), {}).setdefault(p["M"], {})[c["op"]] = c["time_ms_median"]
     table = []

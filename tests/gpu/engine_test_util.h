@@ -38,8 +38,13 @@ uint64_t fresh_seed();
 // –0.035 where the emulation gave 0.031–0.034). Judged against the noise, the largest per-check
 // ratio of each of 840 runs (70 seeds × 12) had median 1.15, 99th percentile 1.52, maximum 1.73;
 // stories260K's 1.74 came at a noise of 0.005, where the floor adds more than the ratio.
+// kNoiseFloor is what the GPU's kernels may add whatever the model's amplification (the middle
+// of the 1e-3 … 1e-2 band of one bf16 op, MEASURING.md): it decides on small models whose
+// storage noise is a few 1e-3, where the kernels' own roundings weigh more. stories260K (head dim
+// 8, the fallback attention; noise 0.003–0.009) measured up to 3.2× its noise, 0.0106 against
+// 0.0045, on an H200 (r23).
 inline constexpr double kNoiseRatio = 2.0;
-inline constexpr double kNoiseFloor = 2e-3;
+inline constexpr double kNoiseFloor = 5e-3;
 // A test model whose bf16 rounding noise exceeds this cannot judge anything: the check fails.
 inline constexpr double kMaxRoundingNoise = 0.1;
 // Greedy picks may differ only where the reference's top two candidates are nearly tied: the

@@ -167,15 +167,23 @@ std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, i
 }
 
 // The shapes (x·W with W 4096→14336, 4096→4096, 14336→4096), the fused QKV / gate-up of
-// Llama-3.1-8B (6144, 28672), a 1B-class hidden of 2048, and the lm_head (f32 logits). The
-// crossover sweep (linear_gemv vs linear_cublaslt over M) feeds bench/gen_crossover.py.
+// Llama-3.1-8B (6144, 28672), the projections of Llama-3.2-1B (o 2048², QKV 3072, gate-up 16384,
+// down 2048×8192) and both lm_heads (f32 logits). The crossover sweep (linear_gemv vs
+// linear_cublaslt over M) feeds bench/gen_crossover.py: every weight shape the two models run
+// is measured, so no model's dispatch rests on another shape's crossover.
 void register_linear_cases(CaseList& out) {
-  const int shapes[][2] = {{14336, 4096}, {4096, 4096},  {4096, 14336},
-                           {6144, 4096},  {28672, 4096}, {2048, 2048}};
+  const int shapes[][2] = {{14336, 4096}, {4096, 4096}, {4096, 14336}, {6144, 4096},
+                           {28672, 4096}, {2048, 2048}, {3072, 2048},  {16384, 2048},
+                           {2048, 8192}};
   for (const auto& [N, K] : shapes)
     for (int M : {1, 2, 4, 6, 8, 12, 16}) {
       out.push_back(make_linear_case(LinearImpl::kGemv, M, N, K, false));
       out.push_back(make_linear_case(LinearImpl::kCublasLt, M, N, K, false));
+    }
+  for (int K : {4096, 2048})  // the lm_heads: 128256 rows, f32 logits
+    for (int M : {2, 4, 8, 16}) {
+      out.push_back(make_linear_case(LinearImpl::kGemv, M, 128256, K, false, DType::kF32));
+      out.push_back(make_linear_case(LinearImpl::kCublasLt, M, 128256, K, false, DType::kF32));
     }
   out.push_back(make_linear_case(LinearImpl::kGemv, 1, 4096, 4096, true));
   // M = 1 kernel configurations side by side (gemv() runs the register kernel t128r2u2): more
