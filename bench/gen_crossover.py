@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Writes src/kernels/cuda/linear_crossover.inc from `ceiling bench kernels` result files, one
-table per GPU model (one file per GPU; the first file's table also serves GPUs without one).
+table per GPU model (the first GPU's table also serves GPUs without one).
 
 For every weight shape (N, K) timed both as linear_gemv and linear_cublaslt over a sweep of M, the
 crossover is the smallest measured M from which cuBLASLt beats the GEMV for that M and every
-larger measured M (17 = the GEMV won up to its limit of 16). cuBLASLt beats it when the two
-cases' ranges of times do not overlap (cuBLASLt's slowest run faster than the GEMV's fastest): a
-difference inside the spread is noise (MEASURING.md), and the GEMV is then kept for what the
-isolated timing does not see (its fused epilogues and PDL overlap in the engine's step). The dispatcher
-(src/kernels/cuda/linear.cpp) runs the GEMV for M below the crossover of the nearest shape, from
-the table whose GPU key (the model in the run's GPU name: "H100", "H200") the device name holds.
+larger measured M (17 = the GEMV won up to its limit of 16). cuBLASLt beats it when its slowest
+run plus the epilogue margin is faster than the GEMV's fastest run: a difference inside the
+spread is noise (MEASURING.md), and in the engine's step the GEMV carries its epilogue (RoPE + KV
+write, SiLU-and-multiply) and PDL, so choosing cuBLASLt there adds the elementwise kernel the
+fusion saved. The margin is that kernel's time at one row on the same GPU: the smaller of
+silu_mul and rope_kv_write at T = 1 in a full `ceiling bench kernels` run of that GPU (0 if none
+of the given files has them). The dispatcher (src/kernels/cuda/linear.cpp) runs the GEMV for M
+below the crossover of the nearest shape, from the table whose GPU key (the model in the run's GPU
+name: "H100", "H200") the device name holds.
 
-usage: bench/gen_crossover.py bench/results/<h100 run>.json [<h200 run>.json ...]
+usage: bench/gen_crossover.py RESULT.json [RESULT.json ...]
            [--out src/kernels/cuda/linear_crossover.inc]
+       (files of one GPU model are merged: e.g. a linear sweep and a full run of each GPU)
 """
 import argparse
 import json
@@ -22,17 +26,18 @@ import sys
 GEMV_MAX_M = 16
 
 
-def crossovers(run):
-    times = {}  # (N, K) -> {M: {impl: ms}}
-    for c in run["cases"]:
-        if c.get("op") not in ("linear_gemv", "linear_cublaslt") or "time_ms_median" not in c:
-            continue
-        p = c["params"]
-        if p.get("bias"):
-            continue
-        times.setdefault((p["N"], p["K"]), {}).setdefault(p["M"], {})[c["op"]] = (
-            c["time_ms_median"], c.get("time_ms_min", c["time_ms_median"]),
-            c.get("time_ms_max", c["time_ms_median"]))
+def crossovers(runs, margin_ms):
+    times = {}  # (N, K) -> {M: {impl: (median, min, max) ms}}
+    for run in runs:
+        for c in run["cases"]:
+            if c.get("op") not in ("linear_gemv", "linear_cublaslt") or "time_ms_median" not in c:
+                continue
+            p = c["params"]
+            if p.get("bias"):
+                continue
+            times.setdefault((p["N"], p["K"]), {}).setdefault(p["M"], {})[c["op"]] = (
+                c["time_ms_median"], c.get("time_ms_min", c["time_ms_median"]),
+                c.get("time_ms_max", c["time_ms_median"]))
     table = []
     for (n, k), by_m in sorted(times.items()):
         ms = sorted(m for m, t in by_m.items() if len(t) == 2)
@@ -40,12 +45,23 @@ def crossovers(run):
             continue
         cross = GEMV_MAX_M + 1
         for m in reversed(ms):
-            if by_m[m]["linear_cublaslt"][2] < by_m[m]["linear_gemv"][1]:
+            if by_m[m]["linear_cublaslt"][2] + margin_ms < by_m[m]["linear_gemv"][1]:
                 cross = m
             else:
                 break
         table.append((k, n, cross, {m: (by_m[m]["linear_gemv"][0], by_m[m]["linear_cublaslt"][0]) for m in ms}))
     return table
+
+
+def epilogue_margin(runs):
+    """The smaller of silu_mul and rope_kv_write at T = 1 (ms), or (0, None) without them."""
+    best = None
+    for run in runs:
+        for c in run["cases"]:
+            if c.get("op") in ("silu_mul", "rope_kv_write") and c.get("params", {}).get("T") == 1:
+                if best is None or c["time_ms_median"] < best[0]:
+                    best = (c["time_ms_median"], f"{c['op']} {c['shape']}")
+    return best or (0.0, None)
 
 
 def gpu_key(name):
@@ -67,18 +83,22 @@ def main():
         "// shape [N, K]: the GEMV runs for M below it, cuBLASLt from it on (measured medians, ms,",
         "// gemv / cublaslt).",
     ]
-    tables = []
+    by_gpu = {}  # key -> [(path, run)], in the order first seen
     for path in a.results:
         with open(path) as f:
             run = json.load(f)
-        table = crossovers(run)
+        by_gpu.setdefault(gpu_key(run.get("gpu")), []).append((path, run))
+    tables = []
+    for key, files in by_gpu.items():
+        runs = [r for _, r in files]
+        margin, margin_case = epilogue_margin(runs)
+        table = crossovers(runs, margin)
         if not table:
-            sys.exit(f"{path}: no linear_gemv/linear_cublaslt pairs to compare")
-        key = gpu_key(run.get("gpu"))
-        if key in (k for k, _ in tables):
-            sys.exit(f"{path}: a second table for {key}")
-        src = f"{os.path.basename(path)} ({run.get('gpu')}, git {run.get('git_sha')}, {run.get('date')})"
+            sys.exit(f"{key}: no linear_gemv/linear_cublaslt pairs to compare")
+        src = "; ".join(f"{os.path.basename(p)} ({r.get('gpu')}, git {r.get('git_sha')}, {r.get('date')})"
+                        for p, r in files)
         lines.append(f"// {key}: {src}")
+        lines.append(f"//   epilogue margin {margin * 1e3:.2f} us ({margin_case or 'no elementwise case given'})")
         for k, n, cross, t in table:
             pts = ", ".join(f"M{m} {g:.4f}/{c:.4f}" for m, (g, c) in t.items())
             lines.append(f"//   N {n} K {k}: {pts}")
@@ -87,6 +107,7 @@ def main():
             lines.append(f"    {{{k}, {n}, {cross}}},")
         lines.append("};")
         tables.append((key, src))
+        print(f"{key}: epilogue margin {margin * 1e3:.2f} us ({margin_case})")
         for k, n, cross, _ in table:
             print(f"{key}: N {n:6d} K {k:6d}: crossover M {cross}")
     lines.append("constexpr CrossoverTable kCrossoverTables[] = {")
