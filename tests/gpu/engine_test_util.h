@@ -42,7 +42,7 @@ uint64_t fresh_seed();
 // of the 1e-3 … 1e-2 band of one bf16 op, MEASURING.md): it decides on small models whose
 // storage noise is a few 1e-3, where the kernels' own roundings weigh more. stories260K (head dim
 // 8, the fallback attention; noise 0.003–0.009) measured up to 3.2× its noise, 0.0106 against
-// 0.0045, on an H200 (r23).
+// 0.0045, on an H200 (bench/results/2026-11-24r23_h200_parity_noise_floor.log).
 inline constexpr double kNoiseRatio = 2.0;
 inline constexpr double kNoiseFloor = 5e-3;
 // A test model whose bf16 rounding noise exceeds this cannot judge anything: the check fails.
