@@ -49,7 +49,6 @@ LinearPath linear_path(const CrossoverTable& t, int M, int N, int K);
 class Linear {
  public:
   explicit Linear(const CrossoverTable& table) : table_(&table) {}
-  const CrossoverTable& table() const { return *table_; }
   LinearPath path(int M, int N, int K) const { return linear_path(*table_, M, N, K); }
   // Host-only planning for the shapes a CUDA graph will capture (the GEMV path needs none).
   Status plan(int M, int N, int K, bool bias, DType out_dtype);
