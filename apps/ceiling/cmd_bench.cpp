@@ -14,6 +14,8 @@ namespace ceiling::cli {
 
 // cmd_bench_latency.cpp
 std::function<int()> setup_bench_latency(CLI::App& sub);
+// cmd_bench_throughput.cpp
+std::function<int()> setup_bench_throughput(CLI::App& sub);
 
 namespace {
 
@@ -48,6 +50,10 @@ const BenchChild kChildren[] = {
      "end-to-end decode latency of a model on the GPU (prefill + decode steps) against the "
      "roofline floor at the measured read bandwidth",
      setup_bench_latency},
+    {"throughput",
+     "offline throughput of the engine: every request at once, EOS ignored (as vllm bench "
+     "throughput), beside the roofline's prediction of the same workload",
+     setup_bench_throughput},
 };
 
 std::function<int()> setup_bench(CLI::App& app) {
@@ -63,7 +69,7 @@ std::function<int()> setup_bench(CLI::App& app) {
 
 }  // namespace
 
-CEILING_COMMAND("bench", "benchmarks: `bench kernels` (kernel library vs roofline and ceilings)",
+CEILING_COMMAND("bench", "benchmarks: kernels (vs roofline and ceilings), latency, throughput",
                 setup_bench, 60);
 
 }  // namespace ceiling::cli

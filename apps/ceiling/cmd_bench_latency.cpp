@@ -15,17 +15,18 @@
 
 #include "ceiling/command.h"
 #include "core/status.h"
-#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
+#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH) && defined(HAVE_CEILING_SERVE)
 #include "bench/ceilings.h"
 #include "bench/run_info.h"
-#include "engine/cuda/latency_bench.h"
+#include "engine/cuda/cuda_ops.h"
+#include "serve/latency_bench.h"
 #include "model/weights.h"
 #include "roofline/model_cost.h"
 #endif
 
 namespace ceiling::cli {
 
-#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
+#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH) && defined(HAVE_CEILING_SERVE)
 namespace {
 
 struct LatencyArgs {
@@ -67,7 +68,7 @@ int run_latency_bench(const LatencyArgs& a) {
   roofline::Scenario sc;
   sc.phase = roofline::Phase::kDecode;
   sc.batch = a.lat.batch;
-  sc.context = a.lat.input_len + a.lat.output_len / 2;
+  sc.context = static_cast<int64_t>(r.mean_context + 0.5);
   sc.cuda_graphs = !a.no_graphs;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
@@ -102,10 +103,13 @@ int run_latency_bench(const LatencyArgs& a) {
       {"first_tokens",
        std::vector<int32_t>(r.tokens.begin(),
                             r.tokens.begin() + std::min<size_t>(16, r.tokens.size()))},
+      {"mean_context", r.mean_context},
       {"method",
-       "ttft: CUDA events around the prefill of all prompts and the first sampling; "
-       "ms_per_token: CUDA events around decode steps 2..M (each step adds one token per "
-       "sequence, greedy, ids copied back); a full untimed pass with the same prompts runs first. "
+       "through the engine core (Engine: scheduler, paged KV, model runner): all B requests "
+       "submitted at once, greedy, EOS ignored; ttft: host clock from submission until every "
+       "sequence has its first token; ms_per_token: mean host-clock time of the steps in which all "
+       "B sequences decode (each ends when its sampled ids are on the host), after the first such "
+       "step; a full untimed pass with the same prompts runs first. "
        "bytes_per_step: weights once (embedding rows only) + K/V read and written, bf16; floor: "
        "bytes_per_step at the streaming read bandwidth measured in this process"},
       {"engine",
@@ -155,7 +159,8 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--batch", a->lat.batch, "sequences decoded together")->check(CLI::Range(1, 1024));
   sub.add_option("--input-len", a->lat.input_len, "prompt tokens per sequence")
       ->check(CLI::Range(1, 1 << 20));
-  sub.add_option("--output-len", a->lat.output_len, "decode steps")->check(CLI::Range(2, 1 << 20));
+  sub.add_option("--output-len", a->lat.output_len, "tokens generated per sequence")
+      ->check(CLI::Range(3, 1 << 20));
   sub.add_option("--block-size", a->lat.block_size, "KV cache block size")
       ->check(CLI::Range(1, 1024));
   sub.add_option("--seed", a->lat.seed, "seed of the random prompts");

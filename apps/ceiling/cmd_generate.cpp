@@ -1,21 +1,23 @@
-// `ceiling generate`: one prompt -> a streamed completion on stdout, through the same path the
-// server will take (load_model -> Ops -> forward over the paged KV cache -> sampler ->
-// StreamDecoder), then a timing summary on stderr.
+// `ceiling generate`: one prompt -> a streamed completion on stdout, or a JSON Lines file of
+// prompts -> one JSON line per prompt (same order), through the engine core the server uses
+// (Engine: scheduler, paged KV with prefix caching, model runner, sampler, stream decoder).
+// Timing summary on stderr.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <random>
 
 #include "ceiling/command.h"
-#include "ceiling/progress.h"
+#include "ceiling/engine_flags.h"
 #include "core/status.h"
-#include "engine/ops_factory.h"
 #include "engine/test_model.h"
-#include "engine/text_generate.h"
-#include "model/weights.h"
+#include "serve/engine.h"
+#include "serve/prompt.h"
+#include "serve/prompts_file.h"
 #include "tokenizer/template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,146 +26,240 @@ namespace {
 
 struct Args {
   std::string model = engine::default_model_dir().string();
-  std::string prompt;
-  std::optional<int> max_tokens, top_k, max_model_len;
+  std::optional<std::string> prompt;
+  std::string prompts_file, output;
+  std::optional<int> max_tokens, top_k, min_tokens;
   std::optional<float> temperature, top_p, min_p, repetition_penalty;
   float presence_penalty = 0, frequency_penalty = 0;
-  uint64_t seed = 0;
+  int64_t seed = -1;
   std::vector<std::string> stop;
-  bool chat = false;
+  bool chat = false, ignore_eos = false;
   std::string system;
-  std::string device = "cpu";
-  int threads = 0;
-  int block_size = 16;
-  bool no_graphs = false;
+  EngineFlags engine;
 };
 
-std::vector<int32_t> build_prompt(const Args& a, const Tokenizer& tok) {
-  if (!a.chat) return tok.encode(a.prompt, /*add_special_tokens=*/true);
-  const ChatTemplate tmpl = ChatTemplate::from_model_dir(a.model, /*has_tools=*/false);
-  ChatTemplateInputs in;
-  if (!a.system.empty()) in.messages.push_back({{"role", "system"}, {"content", a.system}});
-  in.messages.push_back({{"role", "user"}, {"content", a.prompt}});
-  in.add_generation_prompt = true;
-  in.bos_token = tok.config().bos_token.value_or("");
-  in.eos_token = tok.config().eos_token.value_or("");
-  // As transformers' apply_chat_template: the template writes any BOS itself.
-  return tok.encode(tmpl.render(in), /*add_special_tokens=*/false);
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-engine::GenerateOptions sampling_options(const Args& a, const Model& m, bool seeded) {
-  const GenerationDefaults& g = m.generation;
-  engine::GenerateOptions o;
-  cpu::SamplingParams& p = o.sampling;
-  // generation_config.json first; do_sample: false means greedy unless --temperature says else.
-  p.temperature = g.do_sample.value_or(true) ? g.temperature.value_or(1.0f) : 0.0f;
-  p.top_p = g.top_p.value_or(1.0f);
-  p.top_k = g.top_k.value_or(0);
-  p.min_p = g.min_p.value_or(0.0f);
-  p.repetition_penalty = g.repetition_penalty.value_or(1.0f);
-  o.max_new_tokens = g.max_new_tokens.value_or(256);
+serve::RequestParams cli_params(const Args& a, const Model& m, uint64_t seed) {
+  serve::RequestParams r = serve::default_params(m.generation);
+  cpu::SamplingParams& p = r.sampling;
   if (a.temperature) p.temperature = *a.temperature;
   if (a.top_p) p.top_p = *a.top_p;
   if (a.top_k) p.top_k = *a.top_k;
   if (a.min_p) p.min_p = *a.min_p;
   if (a.repetition_penalty) p.repetition_penalty = *a.repetition_penalty;
-  if (a.max_tokens) o.max_new_tokens = *a.max_tokens;
+  if (a.max_tokens) r.max_tokens = *a.max_tokens;
+  if (a.min_tokens) r.min_tokens = *a.min_tokens;
   p.presence_penalty = a.presence_penalty;
   p.frequency_penalty = a.frequency_penalty;
-  p.seed = seeded ? a.seed : std::random_device{}();
+  p.seed = seed;
+  r.stop = a.stop;
+  r.ignore_eos = a.ignore_eos;
   cpu::validate(p);
-  return o;
+  return r;
 }
 
-int run(const Args& a, bool seeded) {
-  const bool tty = stderr_is_tty();
-  engine::OpsOptions oo;
-  oo.n_threads = a.threads;
-  oo.cuda_graphs = !a.no_graphs;
-  if (tty)
-    oo.upload_progress = [](uint64_t done, uint64_t total) {
-      if (total > (256u << 20))
-        fmt::print(stderr, "\r\033[Kuploading weights: {:.2f} / {:.2f} GB", done / 1e9,
-                   total / 1e9);
-    };
-  auto ops = engine::make_ops(a.device, oo);  // fails fast for an unusable device
-  const auto t0 = std::chrono::steady_clock::now();
-  Model model;
-  {
-    Progress progress("loading " + a.model);
-    model = load_model(a.model, load_progress(progress));
+struct Job {
+  std::vector<int32_t> prompt;
+  serve::RequestParams params;
+};
+
+std::vector<Job> build_jobs(const Args& a, const Model& model, const Tokenizer& tok,
+                            uint64_t seed) {
+  std::optional<ChatTemplate> tmpl;
+  auto chat_template = [&]() -> const ChatTemplate& {
+    if (!tmpl) tmpl = ChatTemplate::from_model_dir(a.model, /*has_tools=*/false);
+    return *tmpl;
+  };
+  const serve::RequestParams base = cli_params(a, model, seed);
+  std::vector<Job> jobs;
+  if (a.prompt) {
+    Job j{{}, base};
+    if (a.chat) {
+      nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+      if (!a.system.empty()) msgs.push_back({{"role", "system"}, {"content", a.system}});
+      msgs.push_back({{"role", "user"}, {"content", *a.prompt}});
+      j.prompt = serve::encode_chat(tok, chat_template(), msgs);
+    } else {
+      j.prompt = serve::encode_text(tok, *a.prompt);
+    }
+    CEILING_ENSURE(!j.prompt.empty(),
+                   "the prompt encodes to no tokens (this tokenizer adds no BOS); give some text");
+    jobs.push_back(std::move(j));
+    return jobs;
   }
+  for (const serve::PromptLine& line : serve::read_prompts_file(a.prompts_file)) {
+    const std::string where = fmt::format("{}:{}", a.prompts_file, line.line);
+    Job j{{}, base};
+    serve::apply_request_fields(j.params, line.fields, where);
+    try {
+      j.prompt = line.prompt ? serve::encode_text(tok, *line.prompt)
+                             : serve::encode_chat(tok, chat_template(), line.messages);
+    } catch (const Error& e) {
+      fail("{}: {}", where, e.what());
+    }
+    CEILING_ENSURE(!j.prompt.empty(), "{}: the prompt encodes to no tokens", where);
+    cpu::validate(j.params.sampling);
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+int run(const Args& a) {
+  CEILING_ENSURE(a.prompt.has_value() != !a.prompts_file.empty(),
+                 "generate: give exactly one of --prompt and --prompts-file");
+  CEILING_ENSURE(a.output.empty() || !a.prompts_file.empty(),
+                 "generate: --output needs --prompts-file");
+  const uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+  const auto t0 = Clock::now();
+  LoadedModel lm = load_on_device(a.model, a.engine);
+  const Model& model = lm.model;
   const Tokenizer tok = Tokenizer::from_dir(a.model);
-  ops->upload(model.config, model.weights);
-  if (tty) fmt::print(stderr, "\r\033[K");
+  std::vector<Job> jobs = build_jobs(a, model, tok, seed);
 
-  const std::vector<int32_t> prompt = build_prompt(a, tok);
-  engine::GenerateOptions o = sampling_options(a, model, seeded);
-  // Stop ids: generation_config.json, config.json and the tokenizer's EOS.
-  for (int id : model.generation.eos_token_ids) o.stop_token_ids.push_back(id);
-  for (int id : model.config.eos_token_ids) o.stop_token_ids.push_back(id);
-  if (auto e = tok.eos_id()) o.stop_token_ids.push_back(*e);
+  serve::EngineConfig ec = engine_config(a.engine);
+  ec.eos_token_ids = serve::eos_token_ids(model, tok);
+  if (!a.engine.max_model_len) {  // just what these requests need, within the model's limit
+    int64_t need = 1;
+    for (const Job& j : jobs)
+      need = std::max<int64_t>(need, static_cast<int64_t>(j.prompt.size()) + j.params.max_tokens);
+    const int mpe = model.config.max_position_embeddings;
+    ec.max_model_len = static_cast<int>(mpe > 0 ? std::min<int64_t>(need, mpe) : need);
+  }
+  if (!a.engine.max_num_seqs)
+    ec.max_num_seqs = static_cast<int>(std::min<size_t>(256, jobs.size()));
+  // A single prompt: clip max_tokens to the room max_model_len leaves (finish reason "length").
+  if (a.prompt) {
+    Job& j = jobs[0];
+    const int mml = serve::resolve(ec, model.config).max_model_len;
+    CEILING_ENSURE(static_cast<int>(j.prompt.size()) < mml,
+                   "the prompt has {} tokens; --max-model-len is {}", j.prompt.size(), mml);
+    j.params.max_tokens = std::min<int64_t>(j.params.max_tokens, mml - j.prompt.size());
+  }
+  serve::Engine engine(*lm.ops, ec, &tok);
+  const double load_ms = ms_between(t0, Clock::now());
 
-  const int limit = a.max_model_len.value_or(model.config.max_position_embeddings);
-  CEILING_ENSURE(limit > 0, "--max-model-len must be positive (got {})", limit);
-  CEILING_ENSURE(static_cast<int>(prompt.size()) < limit,
-                 "the prompt has {} tokens; max model length is {}", prompt.size(), limit);
-  // The KV cache holds this request only: prompt + max_tokens, capped by the model length.
-  const int64_t need = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
-  engine::GeneratorLimits lim;
-  lim.max_model_len = static_cast<int>(std::min<int64_t>(limit, need));
-  lim.block_size = a.block_size;
-  lim.max_tokens_per_step = std::min(512, lim.max_model_len);
-  engine::Generator gen(*ops, lim);
-  const double load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    try {
+      ids.push_back(engine.add_request(jobs[i].prompt, jobs[i].params));
+    } catch (const Error& e) {
+      if (a.prompt) throw;
+      fail("{}: prompt {}: {}", a.prompts_file, i + 1, e.what());
+    }
+  }
+  if (stderr_is_tty() || !a.prompts_file.empty()) fmt::print(stderr, "{}\n", engine.kv_summary());
+  struct Result {
+    std::string text;
+    std::vector<int32_t> tokens;
+    serve::RequestOutput last;
+  };
+  std::vector<Result> results(jobs.size());
+  std::unordered_map<int64_t, size_t> index;
+  for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = i;
+  const auto g0 = Clock::now();
+  while (engine.has_unfinished()) {
+    for (serve::RequestOutput& o : engine.step()) {
+      Result& r = results[index.at(o.id)];
+      r.text += o.new_text;
+      r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      if (a.prompt && !o.new_text.empty()) {
+        std::fwrite(o.new_text.data(), 1, o.new_text.size(), stdout);
+        std::fflush(stdout);
+      }
+      if (o.finished) r.last = std::move(o);
+    }
+  }
+  const double gen_ms = ms_between(g0, Clock::now());
 
-  const auto r = engine::generate_text(gen, tok, prompt, o, a.stop, [](std::string_view s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
+  if (a.prompt) {
+    std::fputc('\n', stdout);
     std::fflush(stdout);
-  });
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  const auto& st = r.tokens.stats;
-  const double tps = st.decode_ms > 0 ? (st.generated_tokens - 1) * 1000.0 / st.decode_ms : 0.0;
+    const serve::RequestOutput& o = results[0].last;
+    const double prefill_ms = ms_between(o.arrival, o.first_token);
+    const double decode_ms = ms_between(o.first_token, o.finished_at);
+    const int n = o.completion_tokens;
+    fmt::print(stderr,
+               "[{} on {}] load {:.0f} ms | prompt {} tokens, prefill {:.1f} ms | generated {} "
+               "tokens, {:.2f} ms/token, {:.1f} tok/s | finish: {} | seed {}\n",
+               model.config.name, lm.ops->name(), load_ms, o.prompt_tokens, prefill_ms, n,
+               n > 1 ? decode_ms / (n - 1) : 0.0, n > 1 ? (n - 1) * 1000.0 / decode_ms : 0.0,
+               serve::finish_reason_name(o.finish), seed);
+    return 0;
+  }
+  std::ofstream file;
+  if (!a.output.empty()) {
+    file.open(a.output);
+    CEILING_ENSURE(file.good(), "generate: cannot write '{}'", a.output);
+  }
+  int64_t out_tokens = 0;
+  for (const Result& r : results) {
+    nlohmann::json j = {{"text", r.text},
+                        {"token_ids", r.tokens},
+                        {"finish_reason", serve::finish_reason_name(r.last.finish)},
+                        {"prompt_tokens", r.last.prompt_tokens},
+                        {"completion_tokens", r.last.completion_tokens}};
+    const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out_tokens += r.last.completion_tokens;
+    if (file.is_open()) {
+      file << line << "\n";
+    } else {
+      fmt::print("{}\n", line);
+    }
+  }
+  if (file.is_open()) {
+    file.close();
+    CEILING_ENSURE(file.good(), "generate: writing '{}' failed", a.output);
+  }
+  const serve::EngineStats& st = engine.stats();
   fmt::print(stderr,
-             "[{} on {}] load {:.0f} ms | prompt {} tokens, prefill {:.1f} ms | generated {} "
-             "tokens, {:.2f} ms/token, {:.1f} tok/s | finish: {} | seed {}\n",
-             model.config.name, ops->name(), load_ms, st.prompt_tokens, st.prefill_ms,
-             st.generated_tokens, st.ms_per_token(), tps,
-             engine::finish_reason_name(r.tokens.finish), o.sampling.seed);
+             "[{} on {}] {} prompts | {} output tokens in {:.1f} ms ({:.1f} tok/s) | {} steps, "
+             "mean batch {:.1f} | preemptions {} | prefix cache hits {}/{} tokens | seed {}\n",
+             model.config.name, lm.ops->name(), jobs.size(), out_tokens, gen_ms,
+             out_tokens * 1000.0 / std::max(gen_ms, 1e-9), st.steps,
+             st.steps ? static_cast<double>(st.batch_size_sum) / st.steps : 0.0,
+             engine.scheduler().num_preemptions(), engine.kv().prefix_hits(),
+             engine.kv().prefix_queries(), seed);
   return 0;
 }
 
 CEILING_COMMAND(
-    "generate", "Generate a completion for one prompt (streams to stdout)",
+    "generate", "Generate completions: one prompt (streamed) or a JSON Lines file of prompts",
     [](CLI::App& sub) -> std::function<int()> {
       auto a = std::make_shared<Args>();
       sub.add_option("--model", a->model,
                      "Hugging Face model directory (default: the bundled stories260K)");
-      sub.add_option("--prompt", a->prompt, "Prompt text (may be empty)")->required();
+      sub.add_option("--prompt", a->prompt, "Prompt text");
+      sub.add_option("--prompts-file", a->prompts_file,
+                     "JSON Lines: {\"prompt\": ...} or {\"messages\": [...]} per line, with "
+                     "optional request fields (max_tokens, temperature, top_p, seed, stop, ...)");
+      sub.add_option("--output", a->output,
+                     "with --prompts-file: write one JSON line per prompt here (default stdout)");
       sub.add_option("--max-tokens", a->max_tokens,
-                     "Tokens to generate (default: generation_config or 256)");
+                     "Tokens to generate (default: generation_config or 256)")
+          ->check(CLI::Range(1, 1 << 24));
+      sub.add_option("--min-tokens", a->min_tokens, "No stop before this many tokens")
+          ->check(CLI::Range(0, 1 << 24));
       sub.add_option("--temperature", a->temperature, "0 = greedy");
       sub.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]");
-      sub.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)");
+      sub.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")
+          ->check(CLI::Range(0, 1 << 30));
       sub.add_option("--min-p", a->min_p, "Drop tokens below min_p * p_max");
       sub.add_option("--repetition-penalty", a->repetition_penalty,
                      "HF-style penalty over prompt and output (1 = off)");
       sub.add_option("--presence-penalty", a->presence_penalty, "OpenAI-style");
       sub.add_option("--frequency-penalty", a->frequency_penalty, "OpenAI-style");
-      auto* seed = sub.add_option("--seed", a->seed, "Sampling seed (default: random)");
+      sub.add_option("--seed", a->seed, "Sampling seed (default -1: random)")
+          ->check(CLI::Range(int64_t{-1}, INT64_MAX));
       sub.add_option("--stop", a->stop, "Stop string (repeatable; not printed)");
+      sub.add_flag("--ignore-eos", a->ignore_eos, "Keep generating after EOS");
       sub.add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
       sub.add_option("--system", a->system, "System message (with --chat)");
-      sub.add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-      sub.add_option("--max-model-len", a->max_model_len,
-                     "Prompt + output limit (default: max_position_embeddings)");
-      sub.add_option("--threads", a->threads, "CPU threads (default: all)");
-      sub.add_option("--block-size", a->block_size, "KV cache block size");
-      sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs,
-                   "cuda: run decode steps eagerly (no CUDA graphs)");
-      return [a, seed] { return run(*a, seed->count() > 0); };
+      add_engine_flags(sub, a->engine);
+      return [a] { return run(*a); };
     },
     20);
 

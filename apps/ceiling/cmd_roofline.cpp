@@ -18,6 +18,7 @@
 #include "roofline/model_cost.h"
 #include "roofline/rejoin.h"
 #include "roofline/report.h"
+#include "roofline/throughput.h"
 
 namespace ceiling::cli {
 namespace {
@@ -42,7 +43,49 @@ struct RooflineArgs {
   bool list_gpus = false;
   bool list_models = false;
   std::vector<std::string> rejoin;
+  // --throughput: the offline workload of `bench throughput` (roofline/throughput.h).
+  bool throughput = false;
+  roofline::ThroughputWorkload workload;
 };
+
+// The price of a throughput workload: concurrency from the KV capacity, decode and prefill steps.
+int print_throughput(const ModelConfig& model, const roofline::GpuCeilings& gpu,
+                     const roofline::Scenario& s, const RooflineArgs& a) {
+  const roofline::ThroughputPrediction p = roofline::predict_throughput(model, gpu, a.workload, s);
+  const roofline::ThroughputWorkload& w = a.workload;
+  const nlohmann::json j = {{"model", model.name},
+                            {"gpu", gpu.gpu_id},
+                            {"num_prompts", w.num_prompts},
+                            {"input_len", w.input_len},
+                            {"output_len", w.output_len},
+                            {"prefix_len", w.prefix_len},
+                            {"kv_tokens", p.kv_tokens},
+                            {"concurrency", p.concurrency},
+                            {"concurrency_limit", p.concurrency_limit},
+                            {"decode_step_ms", p.decode_step_s * 1e3},
+                            {"decode_steps", p.decode_steps},
+                            {"decode_s", p.decode_s},
+                            {"prefill_s", p.prefill_s},
+                            {"total_s", p.total_s},
+                            {"output_tokens_per_s", p.output_tokens_per_s},
+                            {"requests_per_s", p.requests_per_s},
+                            {"total_tokens_per_s", p.total_tokens_per_s}};
+  if (a.format == "json") {
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print(
+      "{} on {}: {} requests x {} in ({} shared) / {} out\n"
+      "  KV cache {} tokens -> concurrency {} (limited by {})\n"
+      "  decode: {} steps of batch {} at context {} x {:.3f} ms = {:.2f} s\n"
+      "  prefill: {:.2f} s\n"
+      "  predicted: {:.2f} s, {:.1f} output tok/s, {:.2f} req/s, {:.1f} total tok/s\n",
+      model.name, gpu.gpu_id, w.num_prompts, w.input_len, w.prefix_len, w.output_len, p.kv_tokens,
+      p.concurrency, p.concurrency_limit, p.decode_steps, p.concurrency,
+      w.input_len + w.output_len / 2, p.decode_step_s * 1e3, p.decode_s, p.prefill_s, p.total_s,
+      p.output_tokens_per_s, p.requests_per_s, p.total_tokens_per_s);
+  return 0;
+}
 
 int64_t parse_count(const std::string& s, const std::string& what) {
   size_t used = 0;
@@ -192,6 +235,7 @@ int run(const RooflineArgs& a) {
                                         ? roofline::ceilings_from_file(gpu_id, a.ceilings_file)
                                         : roofline::ceilings_for(gpu_id, a.ceilings == "measured");
 
+  if (a.throughput) return print_throughput(model, gpu, s, a);
   if (a.sweep.empty()) {
     const roofline::StepReport r = roofline::predict_step(model, gpu, s);
     const nlohmann::json j = roofline::report_json(r);
@@ -249,6 +293,26 @@ std::function<int()> setup(CLI::App& sub) {
                  "re-predict the cases of `ceiling bench kernels` result files (FILE.json ...) "
                  "with the current kernel model; table or json")
       ->expected(1, -1);
+  sub.add_flag("--throughput", a->throughput,
+               "price the offline workload of `bench throughput` (--num-prompts, --input-len, "
+               "--output-len, --prefix-len, --max-num-seqs, --max-num-batched-tokens, --kv-tokens)");
+  sub.add_option("--num-prompts", a->workload.num_prompts, "--throughput: requests (1000)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_option("--input-len", a->workload.input_len, "--throughput: prompt tokens (1024)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_option("--output-len", a->workload.output_len, "--throughput: output tokens (128)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_option("--prefix-len", a->workload.prefix_len,
+                 "--throughput: prompt tokens shared by every request (0)")
+      ->check(CLI::Range(0, 1 << 24));
+  sub.add_option("--max-num-seqs", a->workload.max_num_seqs, "--throughput: sequence cap (256)")
+      ->check(CLI::Range(1, 65536));
+  sub.add_option("--max-num-batched-tokens", a->workload.max_num_batched_tokens,
+                 "--throughput: tokens per step (8192)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--kv-tokens", a->workload.kv_tokens,
+                 "--throughput: KV cache capacity in tokens (default: the memory model's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   return [a] { return run(*a); };
 }
 

@@ -86,6 +86,13 @@ class Ops {
   virtual void from_host(const float* src, const TensorView& dst) = 0;
   // Waits for queued work (CPU: no-op).
   virtual void synchronize() {}
+  // Free and total bytes of the device's memory, for sizing the KV cache; false when the backend
+  // has no device memory of its own (CPU).
+  virtual bool device_memory(size_t* free_bytes, size_t* total_bytes) {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
 
   // ---- one step -----------------------------------------------------------------------------
   // Makes `step` the current step (validated against `kv`). The step's sizes must fit the

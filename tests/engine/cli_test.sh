@@ -20,7 +20,7 @@ check "summary on stderr" grep -q "tok/s" "$work/greedy.err"
 # 2. A stop string: output ends before it, and no part of it is printed.
 "$bin" generate --prompt "" --temperature 0 --max-tokens 256 --stop "park" >"$work/stop.txt" 2>/dev/null
 check "stop string cut" bash -c "! grep -q park '$work/stop.txt' && grep -q 'play outside in the' '$work/stop.txt'"
-check "stop finish reason" bash -c "'$bin' generate --prompt '' --temperature 0 --stop park 2>&1 >/dev/null | grep -q 'finish: stop_string'"
+check "stop finish reason" bash -c "'$bin' generate --prompt '' --temperature 0 --stop park 2>&1 >/dev/null | grep -q 'finish: stop'"
 
 # 3. Seeded sampling is reproducible.
 "$bin" generate --prompt "Once upon a time" --seed 5 --max-tokens 30 >"$work/s1.txt" 2>/dev/null
@@ -51,6 +51,85 @@ check "tiny model files" test -f "$work/tiny/model.safetensors" -a -f "$work/tin
 check "tiny generate --chat" bash -c "'$bin' generate --model '$work/tiny' --prompt hello --chat --system \"be brief\" --max-tokens 8 --temperature 0 >/dev/null 2>&1"
 "$bin" make-test-model --preset tiny-llama --out "$work/tiny2" --seed 3 2>/dev/null
 check "make-test-model deterministic" cmp "$work/tiny/model.safetensors" "$work/tiny2/model.safetensors"
+
+# 7. Batch input: a JSON Lines file of mixed prompts -> one JSON line each, in order; the result
+#    does not depend on batching, preemption (a tiny KV pool) or prefix caching.
+python3 - "$work/prompts.jsonl" <<'PY'
+import json, sys
+starts = ["Once upon a time", "Lily and Tom", "The cat", "One day, a little bird", "Sam had a big red ball"]
+with open(sys.argv[1], "w") as f:
+    for i in range(32):
+        text = starts[i % len(starts)] + (" and" * (i % 7))
+        line = {"prompt": text, "max_tokens": 20 + i % 13}
+        if i % 9 == 4:
+            line["stop"] = ["."]
+        f.write(json.dumps(line) + "\n")
+PY
+"$bin" generate --prompts-file "$work/prompts.jsonl" --temperature 0 --output "$work/batch.jsonl" 2>"$work/batch.err"
+check "batch output: 32 lines" test "$(wc -l <"$work/batch.jsonl")" -eq 32
+"$bin" generate --prompts-file "$work/prompts.jsonl" --temperature 0 --num-kv-blocks 40 --block-size 4 \
+  --max-num-batched-tokens 48 --output "$work/batch_small.jsonl" 2>"$work/batch_small.err"
+check "batch == batch with preemption" cmp "$work/batch.jsonl" "$work/batch_small.jsonl"
+check "preemption happened" bash -c "grep -q 'preemptions [1-9]' '$work/batch_small.err'"
+"$bin" generate --prompts-file "$work/prompts.jsonl" --temperature 0 --no-enable-prefix-caching \
+  --max-num-seqs 1 --output "$work/batch_one.jsonl" 2>/dev/null
+check "batch == one at a time, no prefix cache" cmp "$work/batch.jsonl" "$work/batch_one.jsonl"
+python3 - "$work/batch.jsonl" "$bin" <<'PY' && echo "ok   batch line == single --prompt run" || { echo "FAIL batch line == single --prompt run"; exit 1; }
+import json, subprocess, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for i in (0, 13, 31):
+    want = lines[i]
+    starts = ["Once upon a time", "Lily and Tom", "The cat", "One day, a little bird", "Sam had a big red ball"]
+    text = starts[i % 5] + (" and" * (i % 7))
+    extra = ["--stop", "."] if i % 9 == 4 else []
+    out = subprocess.run([sys.argv[2], "generate", "--prompt", text, "--temperature", "0",
+                          "--max-tokens", str(20 + i % 13)] + extra,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout == want["text"] + "\n", (i, out.stdout, want["text"])
+    assert set(want) == {"text", "token_ids", "finish_reason", "prompt_tokens", "completion_tokens"}
+    assert want["completion_tokens"] == len(want["token_ids"])
+PY
+
+# 8. Bad input: one line naming the problem, non-zero exit, nothing written.
+bad() {  # bad NAME PATTERN ARGS...: the command fails with one stderr line matching PATTERN
+  set +e
+  "$bin" "${@:3}" >/dev/null 2>"$work/bad.err"
+  local rc=$?
+  set -e
+  check "$1" bash -c "test $rc -ne 0 && test \$(wc -l <'$work/bad.err') -eq 1 && grep -q -- '$2' '$work/bad.err'"
+}
+printf '{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": \n' >"$work/malformed.jsonl"
+bad "malformed JSON line named" "malformed.jsonl:3" generate --prompts-file "$work/malformed.jsonl"
+printf '{"prompt": ""}\n' >"$work/emptyprompt.jsonl"
+bad "zero-length prompt named" "emptyprompt.jsonl:1" generate --prompts-file "$work/emptyprompt.jsonl"
+printf '{"prompt": "a", "top_p": 7}\n' >"$work/badfield.jsonl"
+bad "bad per-line field named" "top_p" generate --prompts-file "$work/badfield.jsonl"
+: >"$work/empty.jsonl"
+bad "empty prompts file" "no prompts" generate --prompts-file "$work/empty.jsonl"
+bad "prompts file is a directory" "not a regular file" generate --prompts-file "$work"
+bad "--block-size 0" "block-size" generate --prompt hi --block-size 0
+bad "--max-tokens 0" "max-tokens" generate --prompt hi --max-tokens 0
+bad "--max-num-seqs -1" "max-num-seqs" generate --prompt hi --max-num-seqs -1
+bad "--max-model-len past the model" "max_position_embeddings" generate --prompt hi --max-model-len 4096
+bad "request over --max-model-len" "max_model_len" generate --prompts-file "$work/prompts.jsonl" --max-model-len 16
+
+# 9. bench throughput on the CPU: the JSON interface, and prefix caching's identical outputs.
+"$bin" bench throughput --model models/stories260K --num-prompts 24 --input-len 40 --output-len 8 \
+  --dataset prefix-shared --prefix-len 32 --max-num-seqs 4 --out "$work/tp_on.json" >/dev/null 2>&1
+"$bin" bench throughput --model models/stories260K --num-prompts 24 --input-len 40 --output-len 8 \
+  --dataset prefix-shared --prefix-len 32 --max-num-seqs 4 --no-enable-prefix-caching --out "$work/tp_off.json" >/dev/null 2>&1
+python3 - "$work/tp_on.json" "$work/tp_off.json" <<'PY' && echo "ok   bench throughput JSON" || { echo "FAIL bench throughput JSON"; exit 1; }
+import json, sys
+on, off = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ["model", "gpu", "num_prompts", "input_len", "output_len", "elapsed_s", "requests_per_s",
+          "output_tokens_per_s", "total_tokens_per_s", "mean_batch_size", "preemptions",
+          "prefix_cache_hit_rate", "peak_kv_usage", "predicted_output_tokens_per_s"]:
+    assert k in on, k
+assert on["num_prompts"] == 24 and on["output_tokens_per_s"] > 0
+assert on["prefix_cache_hit_rate"] > 0.5, on["prefix_cache_hit_rate"]
+assert off["prefix_cache_hit_rate"] == 0
+assert on["outputs_hash"] == off["outputs_hash"]
+PY
 
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "engine/cpu_ops.h"
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "kernels/cpu/ref.h"
 #include "test_models.h"
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "engine/cpu_ops.h"
-#include "engine/text_generate.h"
+#include "serve/text_generate.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 

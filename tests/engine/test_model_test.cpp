@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "engine/cpu_ops.h"
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "model/loader.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"

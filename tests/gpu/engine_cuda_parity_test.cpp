@@ -12,7 +12,7 @@
 
 #include "engine/cpu_ops.h"
 #include "engine/cuda/cuda_ops.h"
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "engine/test_model.h"
 #include "engine_test_util.h"
 #include "test_models.h"

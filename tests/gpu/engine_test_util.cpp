@@ -73,31 +73,37 @@ StepDriver::StepDriver(Ops& ops, int max_tokens, int max_rows, int num_blocks, i
     : ops_(ops),
       fwd_(ops, ForwardLimits{max_tokens, max_rows}),
       kv_(ops.alloc_kv_cache(num_blocks, block_size)),
-      blocks_(num_blocks),
       block_size_(block_size) {}
+
+void StepDriver::reserve(int s, int tokens) {
+  auto& t = tables_[static_cast<size_t>(s)];
+  while (static_cast<int>(t.size()) * block_size_ < tokens) {
+    CEILING_ENSURE(next_block_ < kv_.num_blocks, "StepDriver: out of KV blocks");
+    t.push_back(next_block_++);
+  }
+}
 
 std::vector<std::vector<float>> StepDriver::prefill(
     const std::vector<std::vector<int32_t>>& prompts, int chunk) {
   const int S = static_cast<int>(prompts.size());
   const int64_t V = ops_.config().vocab_size;
-  seqs_.clear();
+  tables_.assign(static_cast<size_t>(S), {});
+  next_block_ = 0;
   lens_.assign(S, 0);
-  for (int s = 0; s < S; ++s)
-    seqs_.push_back(std::make_unique<SequenceBlocks>(blocks_, block_size_));
   std::vector<std::vector<float>> last(S);
   for (bool more = true; more;) {
     more = false;
     StepBatch step;
-    step.max_blocks = blocks_.num_blocks();
+    step.max_blocks = kv_.num_blocks;
     std::vector<int> wants;  // sequences whose prompt ends in this step, in logits-row order
     for (int s = 0; s < S; ++s) {
       const int n = static_cast<int>(prompts[s].size()), at = lens_[s];
       if (at >= n) continue;
       const int end = std::min(n, at + chunk);
-      seqs_[s]->reserve(end);
+      reserve(s, end);
       const bool done = end == n;
       append_sequence(step, std::vector<int32_t>(prompts[s].begin() + at, prompts[s].begin() + end),
-                      at, seqs_[s]->table(), block_size_, done);
+                      at, tables_[static_cast<size_t>(s)], block_size_, done);
       if (done) wants.push_back(s);
       lens_[s] = end;
       more = more || !done;
@@ -114,10 +120,10 @@ std::vector<std::vector<float>> StepDriver::prefill(
 
 std::vector<float> StepDriver::decode(const std::vector<int32_t>& tokens) {
   StepBatch step;
-  step.max_blocks = blocks_.num_blocks();
+  step.max_blocks = kv_.num_blocks;
   for (size_t s = 0; s < tokens.size(); ++s) {
-    seqs_[s]->reserve(lens_[s] + 1);
-    append_sequence(step, {tokens[s]}, lens_[s], seqs_[s]->table(), block_size_, true);
+    reserve(static_cast<int>(s), lens_[s] + 1);
+    append_sequence(step, {tokens[s]}, lens_[s], tables_[s], block_size_, true);
     ++lens_[s];
   }
   const TensorView logits = fwd_.run(step, kv_);

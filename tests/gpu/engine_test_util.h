@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/block_allocator.h"
 #include "engine/forward.h"
 #include "engine/ops.h"
 #include "model/weights.h"
@@ -84,9 +83,10 @@ class StepDriver {
   Ops& ops_;
   Forward fwd_;
   KvCache kv_;
-  BlockAllocator blocks_;
   int block_size_;
-  std::vector<std::unique_ptr<SequenceBlocks>> seqs_;
+  int next_block_ = 0;                        // blocks are handed out in order, never reused
+  std::vector<std::vector<int32_t>> tables_;  // [S] block tables
+  void reserve(int s, int tokens);
   std::vector<int> lens_;
 };
 

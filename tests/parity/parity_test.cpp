@@ -17,7 +17,7 @@
 
 #include "engine/cpu_ops.h"
 #include "engine/forward.h"
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "engine/test_model.h"
 #include "model/weights.h"
 

@@ -76,6 +76,7 @@ class CudaOps final : public Ops {
   void to_host(const TensorView& src, float* dst) override;
   void from_host(const float* src, const TensorView& dst) override;
   void synchronize() override;
+  bool device_memory(size_t* free_bytes, size_t* total_bytes) override;
 
   void prepare(const StepBatch& step, const KvCache& kv) override;
   void embedding(const TensorView& out) override;

@@ -130,4 +130,9 @@ void CudaOps::synchronize() {
   CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+bool CudaOps::device_memory(size_t* free_bytes, size_t* total_bytes) {
+  CEILING_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+  return true;
+}
+
 }  // namespace ceiling::engine

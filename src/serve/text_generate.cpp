@@ -1,4 +1,4 @@
-#include "engine/text_generate.h"
+#include "serve/text_generate.h"
 
 #include "engine/stop_strings.h"
 

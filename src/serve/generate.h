@@ -1,6 +1,6 @@
-// Single-sequence generation on any Ops: prompt -> chunked prefill -> decode steps -> tokens,
-// through the same StepBatch / paged KV / block tables the batched GPU engine uses. Text-level
-// generation (stream decoding, stop strings) is in engine/text_generate.h.
+// Single-request generation, as a client of the Engine: prompt -> chunked prefill -> decode
+// steps -> tokens, on an engine with one sequence slot and a KV cache sized for max_model_len.
+// Text-level generation (stream decoding, stop strings) is in serve/text_generate.h.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/block_allocator.h"
-#include "engine/forward.h"
 #include "engine/ops.h"
 #include "kernels/cpu/sampling.h"
+#include "serve/engine.h"
 
 namespace ceiling::engine {
 
@@ -47,8 +46,8 @@ struct GeneratorLimits {
   int max_tokens_per_step = 256;  // prefill chunk size (the forward's T_max)
 };
 
-// Owns the forward workspace and a KV cache sized for one sequence of max_model_len tokens.
-// Reusable: each generate() allocates the sequence's blocks and frees them at the end.
+// An Engine with one sequence and a KV cache of max_model_len tokens (prefix caching off, so
+// every call computes its whole prompt). Reusable: each generate() is one request.
 class Generator {
  public:
   // `ops` must hold the model's weights (Ops::upload) and outlive the Generator.
@@ -56,6 +55,7 @@ class Generator {
 
   const GeneratorLimits& limits() const { return limits_; }
   Ops& ops() { return ops_; }
+  serve::Engine& engine() { return engine_; }
 
   // Generates after `prompt` (non-empty). on_token(id) is called for every generated token
   // except a stop token; returning false ends generation with FinishReason::kStopString.
@@ -67,14 +67,9 @@ class Generator {
   std::vector<float> prompt_logits(const std::vector<int32_t>& prompt);
 
  private:
-  // Runs `ids` at positions start.. for `seq`; returns logits of the last token when wanted.
-  TensorView run_chunked(const std::vector<int32_t>& ids, int start, SequenceBlocks& seq);
-
   Ops& ops_;
   GeneratorLimits limits_;
-  Forward forward_;
-  KvCache kv_;
-  BlockAllocator blocks_;
+  serve::Engine engine_;
 };
 
 }  // namespace ceiling::engine

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ceiling::engine {

@@ -1,0 +1,101 @@
+// The engine flags every engine command shares (generate, bench throughput, serve later), named
+// like vLLM's, and the model/device loading they all do. Header-only: each command includes it.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "ceiling/command.h"
+#include "ceiling/progress.h"
+#include "engine/ops_factory.h"
+#include "model/weights.h"
+#include "serve/engine.h"
+
+namespace ceiling::cli {
+
+struct EngineFlags {
+  std::string device = "cpu";
+  int threads = 0;
+  std::optional<int> max_model_len;
+  std::optional<int> max_num_seqs;
+  int max_num_batched_tokens = 0;
+  double gpu_memory_utilization = 0.90;
+  int num_kv_blocks = 0;
+  int block_size = 16;
+  bool prefix_caching = true;
+  bool enforce_eager = false;
+};
+
+inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
+  sub.add_option("--device", f.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  sub.add_option("--threads", f.threads, "CPU threads (default 0: all cores)")
+      ->check(CLI::Range(0, 1024));
+  sub.add_option("--max-model-len", f.max_model_len,
+                 "prompt + output tokens per request (default: the model's "
+                 "max_position_embeddings; generate: what its requests need)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_option("--max-num-seqs", f.max_num_seqs, "sequences per step at most (default 256)")
+      ->check(CLI::Range(1, 65536));
+  sub.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+                 "tokens per step at most (default: max(8192, max-num-seqs))")
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                 "fraction of GPU memory for weights, workspace and KV cache (default 0.90)")
+      ->check(CLI::Range(0.01, 1.0));
+  sub.add_option("--num-kv-blocks", f.num_kv_blocks,
+                 "KV cache blocks (overrides --gpu-memory-utilization)")
+      ->check(CLI::Range(1, 1 << 30));
+  sub.add_option("--block-size", f.block_size, "KV cache block size in tokens (default 16)")
+      ->check(CLI::Range(1, 1024));
+  sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.prefix_caching,
+               "reuse the KV blocks of shared prompt prefixes (default on)");
+  sub.add_flag("--enforce-eager,--no-graphs", f.enforce_eager, "cuda: no CUDA graphs");
+}
+
+inline serve::EngineConfig engine_config(const EngineFlags& f) {
+  serve::EngineConfig c;
+  c.max_model_len = f.max_model_len.value_or(0);
+  c.max_num_seqs = f.max_num_seqs.value_or(256);
+  c.max_num_batched_tokens = f.max_num_batched_tokens;
+  c.gpu_memory_utilization = f.gpu_memory_utilization;
+  c.num_kv_blocks = f.num_kv_blocks;
+  c.block_size = f.block_size;
+  c.enable_prefix_caching = f.prefix_caching;
+  return c;
+}
+
+// The backend, with the model's weights uploaded (a progress line on a terminal).
+struct LoadedModel {
+  std::unique_ptr<engine::Ops> ops;
+  Model model;
+};
+
+inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) {
+  const bool tty = stderr_is_tty();
+  engine::OpsOptions oo;
+  oo.n_threads = f.threads;
+  oo.cuda_graphs = !f.enforce_eager;
+  if (tty)
+    oo.upload_progress = [](uint64_t done, uint64_t total) {
+      if (total > (256u << 20))
+        fmt::print(stderr, "\r\033[Kuploading weights: {:.2f} / {:.2f} GB", done / 1e9,
+                   total / 1e9);
+    };
+  LoadedModel m;
+  m.ops = engine::make_ops(f.device, oo);  // fails fast for an unusable device
+  {
+    Progress progress("loading " + dir);
+    m.model = load_model(dir, load_progress(progress));
+  }
+  m.ops->upload(m.model.config, m.model.weights);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  return m;
+}
+
+}  // namespace ceiling::cli

@@ -1,0 +1,153 @@
+#include "serve/latency_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "core/status.h"
+#include "serve/engine.h"
+#ifdef HAVE_CEILING_ENGINE_CUDA
+#include <cuda_profiler_api.h>
+
+#include "core/check.h"
+#include "engine/cuda/cuda_ops.h"
+#endif
+
+namespace ceiling::engine {
+namespace {
+
+std::string fnv1a64(const std::vector<float>& v) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+void profiler(bool start) {
+#ifdef HAVE_CEILING_ENGINE_CUDA
+  CEILING_CUDA_CHECK(start ? cudaProfilerStart() : cudaProfilerStop());
+#else
+  (void)start;
+#endif
+}
+
+double graph_replay_ms(Ops& ops) {
+#ifdef HAVE_CEILING_ENGINE_CUDA
+  if (auto* cuda = dynamic_cast<CudaOps*>(&ops); cuda && cuda->cuda_graphs())
+    return cuda->time_graph_replays(50);
+#else
+  (void)ops;
+#endif
+  return 0;
+}
+
+using Clock = std::chrono::steady_clock;
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// One pass over the workload; fills `r` when `timed`.
+void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+              const LatencyOptions& o, bool timed, LatencyResult& r) {
+  const int B = o.batch;
+  serve::RequestParams p;
+  p.sampling.temperature = 0;
+  p.ignore_eos = true;
+  p.max_tokens = o.output_len;
+  std::vector<int64_t> ids;
+  const Clock::time_point t0 = Clock::now();
+  for (const auto& prompt : prompts) ids.push_back(engine.add_request(prompt, p));
+  int first = 0, pure = 0;
+  double pure_ms = 0, ctx_sum = 0;
+  std::vector<int32_t> tokens0;
+  while (engine.has_unfinished()) {
+    const bool all_decode = first == B && engine.num_running() == B;
+    const bool profile = timed && all_decode && pure == o.profile_step;
+    if (profile) profiler(true);
+    const Clock::time_point s0 = Clock::now();
+    const std::vector<serve::RequestOutput> outs = engine.step();
+    const double step_ms = ms(Clock::now() - s0);
+    if (profile) profiler(false);
+    for (const serve::RequestOutput& out : outs) {
+      if (out.completion_tokens == 1 && !out.new_tokens.empty()) {
+        if (++first == B && timed) r.ttft_ms = ms(Clock::now() - t0);
+      }
+      if (out.id == ids[0]) tokens0.insert(tokens0.end(), out.new_tokens.begin(), out.new_tokens.end());
+    }
+    if (!all_decode || static_cast<int>(outs.size()) != B) continue;
+    if (pure++ == 0) {  // the first pure decode step is not timed: it hashes the logits
+      if (timed) {
+        const TensorView& logits = engine.runner().last_logits();
+        std::vector<float> host(static_cast<size_t>(logits.numel()));
+        ops.to_host(logits, host.data());
+        r.logits_hash = fnv1a64(host);
+      }
+      continue;
+    }
+    pure_ms += step_ms;
+    ctx_sum += outs[0].prompt_tokens + outs[0].completion_tokens - 2;  // cached before
+  }
+  if (!timed) return;
+  r.timed_steps = pure - 1;
+  r.decode_ms = pure_ms;
+  r.mean_context = r.timed_steps > 0 ? ctx_sum / r.timed_steps : 0;
+  r.tokens = std::move(tokens0);
+  r.graph_replay_ms = graph_replay_ms(ops);
+}
+
+}  // namespace
+
+double decode_weight_bytes(const ModelConfig& c, int batch) {
+  const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const double Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
+  double layer = (Q + 2 * KV) * H + H * Q + 2 * I * H + H * I + 2 * H;
+  if (c.attention_bias) layer += Q + 2 * KV;
+  if (c.qk_norm) layer += 2 * D;
+  // Layers, final norm, lm_head (the whole [V, H], tied or not), B embedding rows; bf16.
+  return 2.0 * (c.num_layers * layer + H + V * H + batch * H);
+}
+
+double decode_kv_bytes(const ModelConfig& c, int batch, double context) {
+  const double per_token = 2.0 * c.num_layers * c.kv_dim() * 2.0;  // K and V, bf16, all layers
+  return batch * per_token * (context + 2.0);  // read context + 1 tokens (new one too), write 1
+}
+
+LatencyResult run_latency(Ops& ops, const LatencyOptions& o) {
+  const ModelConfig& c = ops.config();
+  CEILING_ENSURE(o.batch >= 1 && o.input_len >= 1 && o.output_len >= 3 && o.block_size >= 1,
+                 "bench latency: need batch >= 1, input_len >= 1, output_len >= 3, block_size >= "
+                 "1 (got {}, {}, {}, {})",
+                 o.batch, o.input_len, o.output_len, o.block_size);
+  const int B = o.batch, N = o.input_len;
+  serve::EngineConfig ec;
+  ec.max_model_len = N + o.output_len;
+  ec.max_num_seqs = B;
+  // Whole prompts in as few steps as the workspace allows (chunks beyond that).
+  ec.max_num_batched_tokens =
+      static_cast<int>(std::max<int64_t>({std::min<int64_t>(int64_t{B} * N, 16384), N, B}));
+  ec.block_size = o.block_size;
+  ec.num_kv_blocks = B * ((ec.max_model_len + o.block_size - 1) / o.block_size);
+  ec.enable_prefix_caching = false;  // both passes use the same prompts
+  serve::Engine engine(ops, ec);
+
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<std::vector<int32_t>> prompts(B, std::vector<int32_t>(N));
+  for (auto& p : prompts)
+    for (auto& t : p) t = tok(rng);
+
+  LatencyResult r;
+  run_pass(ops, engine, prompts, o, /*timed=*/false, r);
+  run_pass(ops, engine, prompts, o, /*timed=*/true, r);
+  CEILING_ENSURE(r.timed_steps > 0, "bench latency: no decode step of all {} sequences ran", B);
+  r.ms_per_token = r.decode_ms / r.timed_steps;
+  r.tokens_per_s = B * 1000.0 / r.ms_per_token;
+  r.weight_bytes_per_step = decode_weight_bytes(c, B);
+  r.kv_bytes_per_step = decode_kv_bytes(c, B, r.mean_context);
+  r.bytes_per_step = r.weight_bytes_per_step + r.kv_bytes_per_step;
+  return r;
+}
+
+}  // namespace ceiling::engine

@@ -1,0 +1,50 @@
+// The timed loop behind `ceiling bench latency`, as a client of the Engine: B random prompts of
+// N tokens submitted at once (greedy, EOS ignored, M tokens each), stepped to the end. A step is
+// timed on the host clock (each step ends when its sampled ids are on the host); ms_per_token is
+// the mean of the steps in which all B sequences decode (no prefill chunk beside them), the same
+// decode step of batch B the roofline prices. The command (apps/ceiling/cmd_bench_latency.cpp)
+// adds the measured ceilings, run info and the JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/ops.h"
+
+namespace ceiling::engine {
+
+struct LatencyOptions {
+  int batch = 1;         // B sequences decoded together
+  int input_len = 128;   // N prompt tokens per sequence
+  int output_len = 256;  // M tokens generated per sequence
+  int block_size = 16;
+  uint64_t seed = 0;      // prompts: token ids uniform in [0, V) from this seed
+  int profile_step = -1;  // >= 1: cudaProfilerStart/Stop around this timed decode step (ncu)
+};
+
+struct LatencyResult {
+  double ttft_ms = 0;       // from submission until every sequence has its first token
+  int timed_steps = 0;      // pure decode steps of all B sequences, after the first of them
+  double decode_ms = 0;     // those steps
+  double ms_per_token = 0;  // per decode step (each step adds one token to every sequence)
+  double tokens_per_s = 0;  // B / ms_per_token
+  double weight_bytes_per_step = 0, kv_bytes_per_step = 0, bytes_per_step = 0;
+  double mean_context = 0;      // cached tokens per sequence in the timed steps, mean
+  double graph_replay_ms = 0;   // GPU time of one decode step's graph replayed back to back (0:
+                                // graphs off or not CUDA): ms_per_token minus this is the host's
+  std::string logits_hash;      // FNV-1a 64 of the first pure decode step's logits (f32 bytes)
+  std::vector<int32_t> tokens;  // sequence 0's generated ids
+};
+
+// `ops` holds the model's weights. Runs the whole workload twice: once untimed (warm-up: graph
+// capture, cuBLASLt plans, clocks) and once timed, with the same prompts. Needs M >= 3.
+LatencyResult run_latency(Ops& ops, const LatencyOptions& options);
+
+// Bytes a decode step moves for `batch` sequences with `context` tokens cached each, bf16: the
+// weights once (embedding: only the B rows looked up), and K/V of the context + 1 tokens the
+// attention reads plus the new token's K/V written.
+double decode_weight_bytes(const ModelConfig& c, int batch);
+double decode_kv_bytes(const ModelConfig& c, int batch, double context);
+
+}  // namespace ceiling::engine

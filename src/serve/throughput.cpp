@@ -1,0 +1,79 @@
+#include "serve/throughput.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+#include <unordered_map>
+
+#include "core/status.h"
+
+namespace ceiling::serve {
+
+Workload random_workload(int vocab, int num_prompts, int input_len, int output_len,
+                         int prefix_len, uint64_t seed) {
+  CEILING_ENSURE(num_prompts >= 1 && input_len >= 1 && output_len >= 1,
+                 "bench throughput: --num-prompts, --input-len and --output-len must be >= 1");
+  CEILING_ENSURE(prefix_len >= 0 && prefix_len < input_len,
+                 "bench throughput: --prefix-len {} must be in [0, --input-len {})", prefix_len,
+                 input_len);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<int32_t> prefix(static_cast<size_t>(prefix_len));
+  for (auto& t : prefix) t = tok(rng);
+  Workload w;
+  RequestParams p;
+  p.sampling.temperature = 0;
+  p.ignore_eos = true;
+  p.max_tokens = output_len;
+  for (int i = 0; i < num_prompts; ++i) {
+    std::vector<int32_t> ids = prefix;
+    while (static_cast<int>(ids.size()) < input_len) ids.push_back(tok(rng));
+    w.prompts.push_back(std::move(ids));
+    w.params.push_back(p);
+  }
+  return w;
+}
+
+ThroughputRun run_throughput(Engine& engine, const Workload& w) {
+  CEILING_ENSURE(!engine.has_unfinished(), "bench throughput: the engine is busy");
+  const EngineStats s0 = engine.stats();
+  const int64_t pre0 = engine.scheduler().num_preemptions();
+  const int64_t q0 = engine.kv().prefix_queries(), h0 = engine.kv().prefix_hits();
+  ThroughputRun r;
+  std::unordered_map<int64_t, size_t> index;
+  r.outputs.resize(w.prompts.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    index[engine.add_request(w.prompts[i], w.params[i])] = i;
+    r.prompt_tokens += static_cast<int64_t>(w.prompts[i].size());
+  }
+  engine.reset_peak_kv_usage();
+  while (engine.has_unfinished()) {
+    for (const RequestOutput& o : engine.step()) {
+      auto& out = r.outputs[index.at(o.id)];
+      out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+      if (o.finished) ++r.num_requests;
+    }
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const EngineStats& s = engine.stats();
+  r.steps = s.steps - s0.steps;
+  r.mean_batch_size =
+      r.steps > 0 ? static_cast<double>(s.batch_size_sum - s0.batch_size_sum) / r.steps : 0;
+  r.preemptions = engine.scheduler().num_preemptions() - pre0;
+  const int64_t q = engine.kv().prefix_queries() - q0, h = engine.kv().prefix_hits() - h0;
+  r.prefix_cache_hit_rate = q > 0 ? static_cast<double>(h) / q : 0;
+  r.peak_kv_usage = s.peak_kv_usage;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const auto& out : r.outputs) {
+    r.output_tokens += static_cast<int64_t>(out.size());
+    for (int32_t id : out)
+      for (int b = 0; b < 4; ++b) hash = (hash ^ ((static_cast<uint32_t>(id) >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    hash = (hash ^ 0xff) * 0x100000001b3ull;  // request separator
+  }
+  r.outputs_hash = fmt::format("fnv1a64:{:016x}", hash);
+  return r;
+}
+
+}  // namespace ceiling::serve
