@@ -158,6 +158,12 @@ int run_throughput_bench(const ThroughputArgs& a) {
                                              : nlohmann::json(predicted.get<double>() / out_tps)},
       {"prediction", prediction},
       {"outputs_hash", r.outputs_hash},
+      {"host_phases_s",
+       {{"schedule", r.schedule_s},
+        {"build_step_batch", r.build_s},
+        {"forward_call", r.forward_s},
+        {"sample_wait", r.sample_s},
+        {"outputs", r.output_s}}},
       {"prompt_tokens", r.prompt_tokens},
       {"output_tokens", r.output_tokens},
       {"engine",
@@ -187,6 +193,9 @@ int run_throughput_bench(const ThroughputArgs& a) {
       r.elapsed_s, r.num_requests / r.elapsed_s, out_tps,
       (r.prompt_tokens + r.output_tokens) / r.elapsed_s, r.mean_batch_size, r.preemptions,
       r.prefix_cache_hit_rate, 100 * r.peak_kv_usage);
+  fmt::print("  host: schedule {:.2f} s, StepBatch {:.2f} s, forward call {:.2f} s, outputs {:.2f} s; "
+             "sampling incl. device wait {:.2f} s\n",
+             r.schedule_s, r.build_s, r.forward_s, r.output_s, r.sample_s);
   if (!predicted.is_null())
     fmt::print("  predicted {:.1f} output tok/s (concurrency {}, limited by {}); measured/predicted "
                "{:.3f}\n",

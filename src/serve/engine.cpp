@@ -235,6 +235,7 @@ bool Engine::check_stop(Sequence& seq, int32_t id, RequestOutput& o) {
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outs = std::move(aborted_);
   aborted_.clear();
+  const Clock::time_point t0 = Clock::now();
   const SchedulerOutput sched = scheduler_.schedule();
   if (sched.empty()) {
     // Nothing fits although nothing runs: only possible for a waiting request that needs more
@@ -254,7 +255,13 @@ std::vector<RequestOutput> Engine::step() {
       s.seq->times.first_scheduled = now;
     }
   std::vector<TokenLogprob> lps;
+  const Clock::time_point t1 = Clock::now();
+  stats_.schedule_s += std::chrono::duration<double>(t1 - t0).count();
   const std::vector<int32_t> ids = runner_.run(sched, &lps);
+  const Clock::time_point t2 = Clock::now();
+  stats_.build_s += runner_.last_timing().build_s;
+  stats_.forward_s += runner_.last_timing().forward_s;
+  stats_.sample_s += runner_.last_timing().sample_s;
   scheduler_.on_step_done(sched);
   ++stats_.steps;
   stats_.scheduled_tokens += sched.num_tokens;
@@ -295,6 +302,7 @@ std::vector<RequestOutput> Engine::step() {
     outs.push_back(std::move(o));
   }
   for (int64_t id : done) seqs_.erase(id);
+  stats_.output_s += std::chrono::duration<double>(Clock::now() - t2).count();
   return outs;
 }
 

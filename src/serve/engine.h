@@ -60,6 +60,10 @@ struct EngineStats {
   int64_t batch_size_sum = 0;  // sequences per step, summed (mean = / steps)
   double peak_kv_usage = 0;    // fraction of blocks in use
   int64_t finished = 0, aborted = 0;
+  // Host clock per phase of step(), summed (seconds): scheduling; building the StepBatch; the
+  // forward call (on a GPU: launches, or the graph's replay launch); sampling, which waits for
+  // the device; appending tokens, stop checks and outputs. GPU time shows up in sample_s.
+  double schedule_s = 0, build_s = 0, forward_s = 0, sample_s = 0, output_s = 0;
 };
 
 class Engine {

@@ -61,11 +61,13 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
   for (const auto& prompt : prompts) ids.push_back(engine.add_request(prompt, p));
   int first = 0, pure = 0;
   double pure_ms = 0, ctx_sum = 0;
+  double phase[5] = {0, 0, 0, 0, 0};
   std::vector<int32_t> tokens0;
   while (engine.has_unfinished()) {
     const bool all_decode = first == B && engine.num_running() == B;
     const bool profile = timed && all_decode && pure == o.profile_step;
     if (profile) profiler(true);
+    const serve::EngineStats before = engine.stats();
     const Clock::time_point s0 = Clock::now();
     const std::vector<serve::RequestOutput> outs = engine.step();
     const double step_ms = ms(Clock::now() - s0);
@@ -87,6 +89,12 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
       continue;
     }
     pure_ms += step_ms;
+    const serve::EngineStats& after = engine.stats();
+    phase[0] += after.schedule_s - before.schedule_s;
+    phase[1] += after.build_s - before.build_s;
+    phase[2] += after.forward_s - before.forward_s;
+    phase[3] += after.sample_s - before.sample_s;
+    phase[4] += after.output_s - before.output_s;
     ctx_sum += outs[0].prompt_tokens + outs[0].completion_tokens - 2;  // cached before
   }
   if (!timed) return;
@@ -94,6 +102,15 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
   r.decode_ms = pure_ms;
   r.mean_context = r.timed_steps > 0 ? ctx_sum / r.timed_steps : 0;
   r.tokens = std::move(tokens0);
+  if (r.timed_steps > 0) {
+    const double k = 1e3 / r.timed_steps;
+    r.schedule_ms = phase[0] * k;
+    r.build_ms = phase[1] * k;
+    r.forward_call_ms = phase[2] * k;
+    r.sample_wait_ms = phase[3] * k;
+    r.output_ms = phase[4] * k;
+    r.host_ms = r.schedule_ms + r.build_ms + r.forward_call_ms + r.output_ms;
+  }
   r.graph_replay_ms = graph_replay_ms(ops);
 }
 

@@ -33,6 +33,10 @@ struct LatencyResult {
   double mean_context = 0;      // cached tokens per sequence in the timed steps, mean
   double graph_replay_ms = 0;   // GPU time of one decode step's graph replayed back to back (0:
                                 // graphs off or not CUDA): ms_per_token minus this is the host's
+  // Per timed step, host clock (Engine's phases): scheduling, building the StepBatch, the forward
+  // call (a graph replay's launch), sampling (waits for the GPU), outputs. host_ms = all but sample.
+  double schedule_ms = 0, build_ms = 0, forward_call_ms = 0, sample_wait_ms = 0, output_ms = 0;
+  double host_ms = 0;
   std::string logits_hash;      // FNV-1a 64 of the first pure decode step's logits (f32 bytes)
   std::vector<int32_t> tokens;  // sequence 0's generated ids
 };

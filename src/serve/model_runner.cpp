@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/status.h"
@@ -10,6 +11,13 @@
 namespace ceiling::serve {
 
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
 
 constexpr int64_t kCpuKvCap = int64_t{4} << 30;  // bytes (vLLM's default CPU KV space)
 
@@ -78,6 +86,8 @@ int ModelRunner::kv_blocks_from_memory() {
 
 std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
                                       std::vector<TokenLogprob>* logprobs) {
+  auto t = std::chrono::steady_clock::now();
+  timing_ = {};
   engine::StepBatch step;
   step.max_blocks = max_blocks_;
   std::vector<int> row_of(out.seqs.size(), -1);  // logits row of each entry
@@ -92,7 +102,9 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
                             s.want_logits);
     if (s.want_logits) row_of[i] = rows++;
   }
+  timing_.build_s = seconds_since(t);
   logits_ = forward_.run(step, kv_);
+  timing_.forward_s = seconds_since(t);
 
   std::vector<int32_t> result(out.seqs.size(), -1);
   if (rows == 0) return result;
@@ -109,6 +121,7 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
   }
   std::vector<int32_t> sampled(static_cast<size_t>(rows));
   ops_.sample(logits_, reqs, sampled.data());
+  timing_.sample_s = seconds_since(t);
   for (size_t i = 0; i < out.seqs.size(); ++i)
     if (row_of[i] >= 0) result[i] = sampled[static_cast<size_t>(row_of[i])];
 

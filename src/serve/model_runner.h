@@ -54,6 +54,12 @@ class ModelRunner {
   // logits). With any sequence asking for logprobs, fills (*logprobs)[i] for those entries.
   std::vector<int32_t> run(const SchedulerOutput& out, std::vector<TokenLogprob>* logprobs);
 
+  // Host seconds of the last run(): building the StepBatch, the forward call, sampling.
+  struct Timing {
+    double build_s = 0, forward_s = 0, sample_s = 0;
+  };
+  const Timing& last_timing() const { return timing_; }
+
   // The logits [R, V] of the last step (Ops memory, valid until the next step).
   const TensorView& last_logits() const { return logits_; }
 
@@ -67,7 +73,8 @@ class ModelRunner {
   std::string sizing_note_;
   engine::KvCache kv_;
   TensorView logits_;
-  std::vector<float> host_logits_;  // logprob rows
+  std::vector<float> host_logits_;
+  Timing timing_;  // logprob rows
 };
 
 }  // namespace ceiling::serve

@@ -65,6 +65,11 @@ ThroughputRun run_throughput(Engine& engine, const Workload& w) {
   const int64_t q = engine.kv().prefix_queries() - q0, h = engine.kv().prefix_hits() - h0;
   r.prefix_cache_hit_rate = q > 0 ? static_cast<double>(h) / q : 0;
   r.peak_kv_usage = s.peak_kv_usage;
+  r.schedule_s = s.schedule_s - s0.schedule_s;
+  r.build_s = s.build_s - s0.build_s;
+  r.forward_s = s.forward_s - s0.forward_s;
+  r.sample_s = s.sample_s - s0.sample_s;
+  r.output_s = s.output_s - s0.output_s;
   uint64_t hash = 0xcbf29ce484222325ull;
   for (const auto& out : r.outputs) {
     r.output_tokens += static_cast<int64_t>(out.size());

@@ -29,6 +29,7 @@ struct ThroughputRun {
   int64_t steps = 0, preemptions = 0;
   double prefix_cache_hit_rate = 0;  // hit tokens / queried tokens
   double peak_kv_usage = 0;
+  double schedule_s = 0, build_s = 0, forward_s = 0, sample_s = 0, output_s = 0;  // EngineStats
   std::string outputs_hash;     // FNV-1a 64 over every request's output ids, in request order
   std::vector<std::vector<int32_t>> outputs;
 };
