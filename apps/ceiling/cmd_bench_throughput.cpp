@@ -111,14 +111,10 @@ int run_throughput_bench(const ThroughputArgs& a) {
     const roofline::ThroughputPrediction p =
         roofline::predict_throughput(mc, bench::gpu_ceilings(dev, ceil), tw, base);
     predicted = p.output_tokens_per_s;
-    prediction = {{"concurrency", p.concurrency},
-                  {"concurrency_limit", p.concurrency_limit},
-                  {"kv_tokens", p.kv_tokens},
-                  {"decode_step_ms", p.decode_step_s * 1e3},
-                  {"decode_steps", p.decode_steps},
-                  {"decode_s", p.decode_s},
-                  {"prefill_s", p.prefill_s},
-                  {"total_s", p.total_s}};
+    prediction = {{"concurrency", p.concurrency},   {"concurrency_limit", p.concurrency_limit},
+                  {"kv_tokens", p.kv_tokens},       {"decode_step_ms", p.decode_step_s * 1e3},
+                  {"decode_steps", p.decode_steps}, {"decode_s", p.decode_s},
+                  {"prefill_s", p.prefill_s},       {"total_s", p.total_s}};
     ceilings = ceil.to_json();
     run_info = {{"device", dev},
                 {"driver", dev.value("driver", "unknown")},
@@ -128,8 +124,8 @@ int run_throughput_bench(const ThroughputArgs& a) {
 #endif
   if (!a.no_warmup) {  // graph capture, cuBLASLt plans and clocks, on other prompts
     const int n = std::min<int>(engine.config().max_num_seqs, static_cast<int>(w.prompts.size()));
-    serve::Workload warm = serve::random_workload(
-        mc.vocab_size, n, std::min<int>(a.input_len, 64), 8, 0, a.seed + 0x5eed);
+    serve::Workload warm = serve::random_workload(mc.vocab_size, n, std::min<int>(a.input_len, 64),
+                                                  8, 0, a.seed + 0x5eed);
     serve::run_throughput(engine, warm);
   }
   const serve::ThroughputRun r = serve::run_throughput(engine, w);
@@ -193,14 +189,16 @@ int run_throughput_bench(const ThroughputArgs& a) {
       r.elapsed_s, r.num_requests / r.elapsed_s, out_tps,
       (r.prompt_tokens + r.output_tokens) / r.elapsed_s, r.mean_batch_size, r.preemptions,
       r.prefix_cache_hit_rate, 100 * r.peak_kv_usage);
-  fmt::print("  host: schedule {:.2f} s, StepBatch {:.2f} s, forward call {:.2f} s, outputs {:.2f} s; "
-             "sampling incl. device wait {:.2f} s\n",
-             r.schedule_s, r.build_s, r.forward_s, r.output_s, r.sample_s);
+  fmt::print(
+      "  host: schedule {:.2f} s, StepBatch {:.2f} s, forward call {:.2f} s, outputs {:.2f} s; "
+      "sampling incl. device wait {:.2f} s\n",
+      r.schedule_s, r.build_s, r.forward_s, r.output_s, r.sample_s);
   if (!predicted.is_null())
-    fmt::print("  predicted {:.1f} output tok/s (concurrency {}, limited by {}); measured/predicted "
-               "{:.3f}\n",
-               predicted.get<double>(), prediction["concurrency"].get<int64_t>(),
-               prediction["concurrency_limit"].get<std::string>(), out_tps / predicted.get<double>());
+    fmt::print(
+        "  predicted {:.1f} output tok/s (concurrency {}, limited by {}); measured/predicted "
+        "{:.3f}\n",
+        predicted.get<double>(), prediction["concurrency"].get<int64_t>(),
+        prediction["concurrency_limit"].get<std::string>(), out_tps / predicted.get<double>());
   if (!a.out.empty()) {
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "bench throughput: cannot write '{}'", a.out);

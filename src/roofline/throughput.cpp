@@ -28,7 +28,9 @@ ThroughputPrediction predict_throughput(const ModelConfig& m, const GpuCeilings&
         std::max(0.0, (mem.usable_bytes - mem.weights_bytes) / mem.kv_bytes_per_token));
   }
   const int64_t unique = w.input_len - w.prefix_len;
-  const double footprint = static_cast<double>(unique) + w.output_len / 2.0;
+  // Requests of equal lengths submitted together run in lockstep waves: every sequence of a wave
+  // reaches its full footprint at the same step, so the cache must hold that, not the mean.
+  const double footprint = static_cast<double>(unique + w.output_len);
   const int64_t by_kv =
       static_cast<int64_t>(std::floor((p.kv_tokens - w.prefix_len) / std::max(footprint, 1.0)));
   CEILING_ENSURE(by_kv >= 1, "throughput: a KV cache of {} tokens holds no request of {} tokens",
@@ -41,8 +43,15 @@ ThroughputPrediction predict_throughput(const ModelConfig& m, const GpuCeilings&
   Scenario d = base;
   d.phase = Phase::kDecode;
   d.batch = p.concurrency;
-  d.context = w.input_len + w.output_len / 2;
+  d.context = unique + w.output_len / 2;
   p.decode_step_s = predict_step(m, gpu, d).time_predicted_s;
+  if (w.prefix_len > 0) {
+    // The shared prefix is the same physical KV blocks for every sequence of the step: the
+    // attention reads them from HBM once (then from L2), priced at the bandwidth layer 2 uses.
+    const MemoryReport mem = memory_report(m, gpu, d);
+    p.decode_step_s += static_cast<double>(w.prefix_len) * mem.kv_bytes_per_token /
+                       (gpu.mem_bw * gpu.bw_efficiency);
+  }
   const int64_t tokens = w.num_prompts * w.output_len;
   p.decode_steps = (tokens + p.concurrency - 1) / p.concurrency;
   p.decode_s = static_cast<double>(p.decode_steps) * p.decode_step_s;

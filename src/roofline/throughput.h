@@ -3,10 +3,14 @@
 // all, computed once with prefix caching) and O output tokens, all submitted at once.
 //
 // Model (docs/roofline.md, "Throughput"):
-//  * Concurrency C: the sequences the scheduler keeps running — min(max_num_seqs, N, KV tokens /
-//    the mean footprint of a running sequence, (I − P) + O/2 tokens, after the shared prefix).
-//  * Decode: N·O tokens in N·O / C steps of batch C at the mean context I + O/2, each priced by
-//    predict_step (layer 2).
+//  * Concurrency C: the sequences the scheduler keeps running — min(max_num_seqs, N, (KV tokens −
+//    P) / ((I − P) + O)). Equal-length requests submitted together run in lockstep waves, so a
+//    wave needs every sequence's full footprint at once (r26: the mean footprint I + O/2 predicted
+//    256 sequences where the cache held 215, and the run preempted 144 times at mean batch 218).
+//  * Decode: N·O tokens in N·O / C steps of batch C, each priced by predict_step (layer 2) at the
+//    mean unique context (I − P) + O/2, plus the shared prefix's KV read once per step: every
+//    sequence's prefix is the same physical blocks, read from HBM once and then hit in L2 (r26:
+//    pricing it per sequence predicted 7.2k tok/s where 9.4k were measured).
 //  * Prefill: N·(I − P) tokens in steps of max_num_batched_tokens, priced as prefill steps of
 //    budget / (I − P) sequences of I − P tokens (layer 2); the shared prefix once.
 //  * Total time = decode + prefill (a mixed step's prefill chunk and decode rows are priced as if
@@ -24,8 +28,8 @@ namespace ceiling::roofline {
 
 struct ThroughputWorkload {
   int64_t num_prompts = 1000, input_len = 1024, output_len = 128;
-  int64_t prefix_len = 0;   // leading prompt tokens shared by every request (prefix caching on)
-  int64_t kv_tokens = 0;    // KV cache capacity; 0: from memory_report
+  int64_t prefix_len = 0;  // leading prompt tokens shared by every request (prefix caching on)
+  int64_t kv_tokens = 0;   // KV cache capacity; 0: from memory_report
   int64_t max_num_seqs = 256, max_num_batched_tokens = 8192;
 };
 

@@ -58,12 +58,12 @@ class AsyncEngine {
   Engine& engine_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Submit> submits_;     // guarded by mu_
-  std::vector<uint64_t> aborts_;    // guarded by mu_
-  bool stop_ = false;               // guarded by mu_
-  bool healthy_ = true;             // guarded by mu_
-  int in_flight_ = 0;               // guarded by mu_
-  uint64_t next_key_ = 1;           // guarded by mu_
+  std::vector<Submit> submits_;   // guarded by mu_
+  std::vector<uint64_t> aborts_;  // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
+  bool healthy_ = true;           // guarded by mu_
+  int in_flight_ = 0;             // guarded by mu_
+  uint64_t next_key_ = 1;         // guarded by mu_
   // Engine thread only.
   std::unordered_map<uint64_t, int64_t> id_of_;
   std::unordered_map<int64_t, std::pair<uint64_t, Callback>> by_id_;

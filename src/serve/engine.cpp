@@ -77,7 +77,8 @@ EngineConfig resolve(EngineConfig c, const ModelConfig& m) {
     const int64_t cap = int64_t{c.max_model_len} * c.max_num_seqs;
     c.max_num_batched_tokens = static_cast<int>(
         std::min<int64_t>(std::max(8192, c.max_num_seqs), std::max<int64_t>(cap, 1)));
-    if (!c.chunked_prefill) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_model_len);
+    if (!c.chunked_prefill)
+      c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_model_len);
   }
   CEILING_ENSURE(c.max_num_batched_tokens >= c.max_num_seqs,
                  "--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})",
@@ -161,7 +162,8 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   seq->prompt = std::move(prompt);
   seq->params = std::move(params);
   seq->times.arrival = Clock::now();
-  if (tokenizer_) seq->text = std::make_unique<TextState>(*tokenizer_, seq->prompt, seq->params.stop);
+  if (tokenizer_)
+    seq->text = std::make_unique<TextState>(*tokenizer_, seq->prompt, seq->params.stop);
   Sequence* s = seq.get();
   seqs_.emplace(s->id, std::move(seq));
   scheduler_.add(s);
@@ -206,9 +208,9 @@ bool Engine::check_stop(Sequence& seq, int32_t id, RequestOutput& o) {
   o.new_tokens.push_back(id);
   ++stats_.generation_tokens;
   const bool may_stop = static_cast<int>(seq.output.size()) > p.min_tokens;
-  const bool eos = !p.ignore_eos && std::find(config_.eos_token_ids.begin(),
-                                              config_.eos_token_ids.end(),
-                                              id) != config_.eos_token_ids.end();
+  const bool eos =
+      !p.ignore_eos && std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), id) !=
+                           config_.eos_token_ids.end();
   const bool stop_id =
       std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
   if (may_stop && (eos || stop_id)) {

@@ -31,11 +31,11 @@
 namespace ceiling::serve {
 
 struct EngineConfig {
-  int max_model_len = 0;           // 0: the model's max_position_embeddings
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
   int max_num_seqs = 256;
   int max_num_batched_tokens = 0;  // 0: max(8192, max_num_seqs), capped at max_model_len·seqs
   int block_size = 16;
-  int num_kv_blocks = 0;           // 0: from memory (ModelRunner)
+  int num_kv_blocks = 0;  // 0: from memory (ModelRunner)
   double gpu_memory_utilization = 0.90;
   bool enable_prefix_caching = true;
   bool chunked_prefill = true;
@@ -44,13 +44,13 @@ struct EngineConfig {
 
 struct RequestOutput {
   int64_t id = 0;
-  std::vector<int32_t> new_tokens;      // sampled this step (a final EOS included)
+  std::vector<int32_t> new_tokens;  // sampled this step (a final EOS included)
   std::vector<TokenLogprob> new_logprobs;
-  std::string new_text;                 // with a tokenizer: text that became final
+  std::string new_text;  // with a tokenizer: text that became final
   bool finished = false;
   FinishReason finish = FinishReason::kNone;
   std::string stop_reason;
-  std::string error;                    // AsyncEngine: why the request failed (finish kAbort)
+  std::string error;  // AsyncEngine: why the request failed (finish kAbort)
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   Clock::time_point arrival, first_token, finished_at;
 };

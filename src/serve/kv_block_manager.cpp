@@ -89,8 +89,8 @@ void KvBlockManager::allocate(Sequence& seq, int cached, int num_new) {
 }
 
 bool KvBlockManager::can_append(const Sequence& seq, int num_new) const {
-  const int need = blocks_for(int64_t{seq.num_computed} + num_new) -
-                   static_cast<int>(seq.block_table.size());
+  const int need =
+      blocks_for(int64_t{seq.num_computed} + num_new) - static_cast<int>(seq.block_table.size());
   return need <= num_free();
 }
 
@@ -104,19 +104,20 @@ void KvBlockManager::append(Sequence& seq, int num_new) {
 
 void KvBlockManager::on_computed(Sequence& seq) {
   if (!prefix_caching_) return;
-  const int full = std::min(seq.num_computed / block_size_,
-                            static_cast<int>(seq.block_table.size()));
+  const int full =
+      std::min(seq.num_computed / block_size_, static_cast<int>(seq.block_table.size()));
   for (int b = static_cast<int>(seq.block_hashes.size()); b < full; ++b) {
     const uint64_t parent = b == 0 ? kRootHash : seq.block_hashes[static_cast<size_t>(b - 1)];
     const uint64_t h = block_hash(parent, seq, b);
     seq.block_hashes.push_back(h);
     const int32_t id = seq.block_table[static_cast<size_t>(b)];
     Block& blk = blocks_[static_cast<size_t>(id)];
-    if (blk.hash != 0) continue;                 // a prefix hit: already registered
-    if (cached_.count(h)) continue;              // another sequence registered the same tokens
+    if (blk.hash != 0) continue;     // a prefix hit: already registered
+    if (cached_.count(h)) continue;  // another sequence registered the same tokens
     blk.hash = h;
     blk.tokens.assign(static_cast<size_t>(block_size_), 0);
-    for (int i = 0; i < block_size_; ++i) blk.tokens[static_cast<size_t>(i)] = seq.token(b * block_size_ + i);
+    for (int i = 0; i < block_size_; ++i)
+      blk.tokens[static_cast<size_t>(i)] = seq.token(b * block_size_ + i);
     cached_[h] = id;
   }
 }

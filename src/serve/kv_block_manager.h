@@ -64,7 +64,7 @@ class KvBlockManager {
  private:
   struct Block {
     int ref = 0;
-    uint64_t hash = 0;  // 0: not registered
+    uint64_t hash = 0;            // 0: not registered
     std::vector<int32_t> tokens;  // the registered block's tokens (hash collisions are checked)
     std::list<int32_t>::iterator lru_it;
   };
@@ -76,8 +76,8 @@ class KvBlockManager {
   int block_size_;
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;   // ref 0, no hash (LIFO)
-  std::list<int32_t> lru_;      // ref 0, hashed: front = least recently freed
+  std::vector<int32_t> free_;                     // ref 0, no hash (LIFO)
+  std::list<int32_t> lru_;                        // ref 0, hashed: front = least recently freed
   std::unordered_map<uint64_t, int32_t> cached_;  // hash -> block
   int64_t queries_ = 0, hits_ = 0;
 };

@@ -76,7 +76,8 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
       if (out.completion_tokens == 1 && !out.new_tokens.empty()) {
         if (++first == B && timed) r.ttft_ms = ms(Clock::now() - t0);
       }
-      if (out.id == ids[0]) tokens0.insert(tokens0.end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (out.id == ids[0])
+        tokens0.insert(tokens0.end(), out.new_tokens.begin(), out.new_tokens.end());
     }
     if (!all_decode || static_cast<int>(outs.size()) != B) continue;
     if (pure++ == 0) {  // the first pure decode step is not timed: it hashes the logits

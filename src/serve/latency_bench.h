@@ -30,11 +30,12 @@ struct LatencyResult {
   double ms_per_token = 0;  // per decode step (each step adds one token to every sequence)
   double tokens_per_s = 0;  // B / ms_per_token
   double weight_bytes_per_step = 0, kv_bytes_per_step = 0, bytes_per_step = 0;
-  double mean_context = 0;      // cached tokens per sequence in the timed steps, mean
-  double graph_replay_ms = 0;   // GPU time of one decode step's graph replayed back to back (0:
-                                // graphs off or not CUDA): ms_per_token minus this is the host's
+  double mean_context = 0;     // cached tokens per sequence in the timed steps, mean
+  double graph_replay_ms = 0;  // GPU time of one decode step's graph replayed back to back (0:
+                               // graphs off or not CUDA): ms_per_token minus this is the host's
   // Per timed step, host clock (Engine's phases): scheduling, building the StepBatch, the forward
-  // call (a graph replay's launch), sampling (waits for the GPU), outputs. host_ms = all but sample.
+  // call (a graph replay's launch), sampling (waits for the GPU), outputs. host_ms = all but
+  // sample.
   double schedule_ms = 0, build_ms = 0, forward_call_ms = 0, sample_wait_ms = 0, output_ms = 0;
   double host_ms = 0;
   std::string logits_hash;      // FNV-1a 64 of the first pure decode step's logits (f32 bytes)

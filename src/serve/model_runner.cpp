@@ -28,9 +28,9 @@ engine::ForwardLimits forward_limits(const RunnerConfig& c) {
 }  // namespace
 
 int64_t kv_block_bytes(const ModelConfig& c, int block_size, DType kv_dtype) {
-  return 2 * static_cast<int64_t>(dtype_bytes(
-                 kv_dtype, static_cast<size_t>(c.num_layers) * c.num_kv_heads * block_size *
-                               static_cast<size_t>(c.head_dim)));
+  return 2 * static_cast<int64_t>(dtype_bytes(kv_dtype, static_cast<size_t>(c.num_layers) *
+                                                            c.num_kv_heads * block_size *
+                                                            static_cast<size_t>(c.head_dim)));
 }
 
 ModelRunner::ModelRunner(engine::Ops& ops, const RunnerConfig& config)
@@ -71,8 +71,8 @@ int ModelRunner::kv_blocks_from_memory() {
   // buffers (R × V int32 + f32), attention split-KV and cuBLASLt workspaces, graph memory.
   const double reserve = 2.0 * config_.max_num_seqs * mc.vocab_size * 4.0 + double(512 << 20);
   const double used = static_cast<double>(total_b - free_b);
-  const double budget = config_.gpu_memory_utilization * static_cast<double>(total_b) - used -
-                        reserve;
+  const double budget =
+      config_.gpu_memory_utilization * static_cast<double>(total_b) - used - reserve;
   sizing_note_ = fmt::format(
       "{:.2f} of {:.1f} GiB, {:.2f} GiB in use after weights and workspace, {:.2f} GiB reserved",
       config_.gpu_memory_utilization, total_b / 1073741824.0, used / 1073741824.0,

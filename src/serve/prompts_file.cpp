@@ -78,8 +78,8 @@ std::vector<PromptLine> read_prompts_file(const std::filesystem::path& path) {
   std::error_code ec;
   CEILING_ENSURE(std::filesystem::is_regular_file(path, ec), "{}: not a regular file",
                  path.string());
-  CEILING_ENSURE(std::filesystem::file_size(path, ec) <= kMaxFileBytes,
-                 "{}: larger than 1 GiB", path.string());
+  CEILING_ENSURE(std::filesystem::file_size(path, ec) <= kMaxFileBytes, "{}: larger than 1 GiB",
+                 path.string());
   std::ifstream in(path, std::ios::binary);
   CEILING_ENSURE(in.good(), "{}: cannot open", path.string());
   std::vector<PromptLine> lines;
@@ -108,8 +108,8 @@ std::vector<PromptLine> read_prompts_file(const std::filesystem::path& path) {
     PromptLine pl;
     pl.line = n;
     const bool has_prompt = obj.contains("prompt"), has_messages = obj.contains("messages");
-    CEILING_ENSURE(has_prompt != has_messages, "{}: needs exactly one of \"prompt\" and \"messages\"",
-                   where);
+    CEILING_ENSURE(has_prompt != has_messages,
+                   "{}: needs exactly one of \"prompt\" and \"messages\"", where);
     if (has_prompt) {
       CEILING_ENSURE(obj["prompt"].is_string(), "{}: 'prompt' must be a string", where);
       pl.prompt = obj["prompt"].get<std::string>();

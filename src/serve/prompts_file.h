@@ -7,21 +7,20 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "serve/sequence.h"
 
 namespace ceiling::serve {
 
 struct PromptLine {
-  int line = 0;                        // 1-based line number in the file
-  std::optional<std::string> prompt;   // exactly one of prompt / messages
-  nlohmann::ordered_json messages;     // null unless a chat line
-  nlohmann::json fields;               // the line's object (for apply_request_fields)
+  int line = 0;                       // 1-based line number in the file
+  std::optional<std::string> prompt;  // exactly one of prompt / messages
+  nlohmann::ordered_json messages;    // null unless a chat line
+  nlohmann::json fields;              // the line's object (for apply_request_fields)
 };
 
 // Reads and checks the file (a regular file of at most 1 GiB with at least one prompt line).

@@ -22,13 +22,13 @@ using Clock = std::chrono::steady_clock;
 
 // What a request asks for beyond the prompt (OpenAI / vLLM semantics).
 struct RequestParams {
-  cpu::SamplingParams sampling;        // temperature, top-p/k, min-p, penalties, seed
-  int max_tokens = 16;                 // generated tokens at most (>= 1)
-  int min_tokens = 0;                  // stop tokens and stop strings are ignored before this
-  bool ignore_eos = false;             // the engine's EOS ids do not end the request
-  std::vector<int32_t> stop_token_ids; // extra ids that end it (not reported)
-  std::vector<std::string> stop;       // stop strings (need the engine's tokenizer; not emitted)
-  int logprobs = -1;                   // -1: none; 0: the sampled token's; k: plus the top k
+  cpu::SamplingParams sampling;         // temperature, top-p/k, min-p, penalties, seed
+  int max_tokens = 16;                  // generated tokens at most (>= 1)
+  int min_tokens = 0;                   // stop tokens and stop strings are ignored before this
+  bool ignore_eos = false;              // the engine's EOS ids do not end the request
+  std::vector<int32_t> stop_token_ids;  // extra ids that end it (not reported)
+  std::vector<std::string> stop;        // stop strings (need the engine's tokenizer; not emitted)
+  int logprobs = -1;                    // -1: none; 0: the sampled token's; k: plus the top k
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
@@ -55,14 +55,14 @@ struct Sequence {
   std::string stop_reason;  // the stop string or token that ended it (empty otherwise)
   RequestParams params;
   std::vector<int32_t> prompt, output;
-  int num_computed = 0;               // leading tokens whose K/V is in the cache
-  int num_cached = 0;                 // prompt tokens served from the prefix cache (last admit)
+  int num_computed = 0;  // leading tokens whose K/V is in the cache
+  int num_cached = 0;    // prompt tokens served from the prefix cache (last admit)
   int num_preemptions = 0;
-  std::vector<int32_t> block_table;   // physical blocks of positions [b·bs, (b+1)·bs)
-  std::vector<uint64_t> block_hashes; // chained hashes of the full blocks registered so far
-  std::vector<TokenLogprob> logprobs; // one per output token when params.logprobs >= 0
+  std::vector<int32_t> block_table;    // physical blocks of positions [b·bs, (b+1)·bs)
+  std::vector<uint64_t> block_hashes;  // chained hashes of the full blocks registered so far
+  std::vector<TokenLogprob> logprobs;  // one per output token when params.logprobs >= 0
   SeqTimes times;
-  std::unique_ptr<TextState> text;    // null without a tokenizer
+  std::unique_ptr<TextState> text;  // null without a tokenizer
 
   Sequence();
   ~Sequence();

@@ -10,8 +10,8 @@
 
 namespace ceiling::serve {
 
-Workload random_workload(int vocab, int num_prompts, int input_len, int output_len,
-                         int prefix_len, uint64_t seed) {
+Workload random_workload(int vocab, int num_prompts, int input_len, int output_len, int prefix_len,
+                         uint64_t seed) {
   CEILING_ENSURE(num_prompts >= 1 && input_len >= 1 && output_len >= 1,
                  "bench throughput: --num-prompts, --input-len and --output-len must be >= 1");
   CEILING_ENSURE(prefix_len >= 0 && prefix_len < input_len,
@@ -74,7 +74,8 @@ ThroughputRun run_throughput(Engine& engine, const Workload& w) {
   for (const auto& out : r.outputs) {
     r.output_tokens += static_cast<int64_t>(out.size());
     for (int32_t id : out)
-      for (int b = 0; b < 4; ++b) hash = (hash ^ ((static_cast<uint32_t>(id) >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+      for (int b = 0; b < 4; ++b)
+        hash = (hash ^ ((static_cast<uint32_t>(id) >> (8 * b)) & 0xff)) * 0x100000001b3ull;
     hash = (hash ^ 0xff) * 0x100000001b3ull;  // request separator
   }
   r.outputs_hash = fmt::format("fnv1a64:{:016x}", hash);

@@ -58,7 +58,8 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
     for (auto& t : p) t = static_cast<int32_t>(rng() % c.vocab_size);
     prompts.push_back(std::move(p));
   }
-  for (int i = 3; i < 24; i += 4) prompts[static_cast<size_t>(i)] = prompts[static_cast<size_t>(i - 3)];
+  for (int i = 3; i < 24; i += 4)
+    prompts[static_cast<size_t>(i)] = prompts[static_cast<size_t>(i - 3)];
   const serve::RequestParams p = greedy(24);
 
   // Alone: one sequence at a time; the logits row of every pick kept for the near-tie rule.

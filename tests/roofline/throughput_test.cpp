@@ -10,30 +10,36 @@
 namespace ceiling::roofline {
 namespace {
 
-ModelConfig llama8b() { return *find_preset("llama-3.1-8b"); }
+ModelConfig llama8b() {
+  return *find_preset("llama-3.1-8b");
+}
 
 TEST(Throughput, ConcurrencyIsTheSmallestOfCapKvAndRequests) {
   const GpuCeilings g = ceilings_for("h100-sxm", false);
   ThroughputWorkload w;
   w.num_prompts = 1000;
   w.input_len = 1024;
-  w.output_len = 1024;
+  w.output_len = 128;
   ThroughputPrediction p = predict_throughput(llama8b(), g, w);
-  // ~60 GB of KV at 128 KiB a token holds > 256 sequences of 1024 + 512 tokens.
+  // ~60 GB of KV at 128 KiB a token holds > 256 sequences of 1024 + 128 tokens.
   EXPECT_EQ(p.concurrency, 256);
   EXPECT_EQ(p.concurrency_limit, "max_num_seqs");
-  EXPECT_EQ(p.decode_steps, 1000 * 1024 / 256 + (1000 * 1024 % 256 != 0));
+  EXPECT_EQ(p.decode_steps, 1000 * 128 / 256);
   EXPECT_NEAR(p.total_s, p.decode_s + p.prefill_s, 1e-12);
-  EXPECT_NEAR(p.output_tokens_per_s, 1000.0 * 1024 / p.total_s, 1e-6);
+  EXPECT_NEAR(p.output_tokens_per_s, 1000.0 * 128 / p.total_s, 1e-6);
   // Bounded by the weights streamed once per step: < 256 tokens per (16 GB / 3.35 TB/s).
   EXPECT_LT(p.output_tokens_per_s, 256 / (16e9 / 3.35e12));
   EXPECT_GT(p.output_tokens_per_s, 1000);
 
-  w.kv_tokens = 100 * 1536;  // room for 100 running sequences
+  w.kv_tokens = 100 * 1152;  // room for 100 sequences at their full length (lockstep waves)
   p = predict_throughput(llama8b(), g, w);
   EXPECT_EQ(p.concurrency, 100);
   EXPECT_EQ(p.concurrency_limit, "kv cache");
   w.kv_tokens = 0;
+  w.output_len = 1024;  // 1024 + 1024 tokens a sequence: the cache holds fewer than 256
+  p = predict_throughput(llama8b(), g, w);
+  EXPECT_LT(p.concurrency, 256);
+  EXPECT_EQ(p.concurrency_limit, "kv cache");
   w.num_prompts = 10;
   p = predict_throughput(llama8b(), g, w);
   EXPECT_EQ(p.concurrency, 10);

@@ -40,7 +40,8 @@ TEST(AsyncEngine, ThreadsSubmitAbortAndGetTheSynchronousResult) {
       sync.add_request(prompt(i), p);
       std::vector<int32_t> out;
       while (sync.has_unfinished())
-        for (const auto& o : sync.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+        for (const auto& o : sync.step())
+          out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
       want.push_back(out);
     }
   }

@@ -121,8 +121,8 @@ TEST_F(StoriesEngine, BatchOf32MixedPromptsEqualsEachPromptAlone) {
 TEST_F(StoriesEngine, SampledOutputsDoNotDependOnBatchingEither) {
   const auto prompts = mixed_prompts(12, model.config.vocab_size, 5, 30);
   RequestParams p = greedy(30);
-  p.sampling = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .presence_penalty = 0.3f,
-                .seed = 123};
+  p.sampling = {
+      .temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .presence_penalty = 0.3f, .seed = 123};
   EXPECT_EQ(run_all(*std::make_unique<Engine>(ops, config(12, 32, 60, true)), prompts, p),
             alone(prompts, p));
 }

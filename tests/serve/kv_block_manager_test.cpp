@@ -41,8 +41,8 @@ TEST(KvBlockManager, AllocateAndFreeReturnEveryBlock) {
   EXPECT_EQ(a.block_table.size(), 3u);
   EXPECT_EQ(kv.num_free(), 7);
   kv.check_invariants({&a});
-  ASSERT_TRUE(kv.can_append(a, 3));   // 12 tokens: still 3 blocks
-  ASSERT_TRUE(kv.can_append(a, 4));   // 13: a fourth
+  ASSERT_TRUE(kv.can_append(a, 3));  // 12 tokens: still 3 blocks
+  ASSERT_TRUE(kv.can_append(a, 4));  // 13: a fourth
   kv.append(a, 4);
   EXPECT_EQ(kv.num_free(), 6);
   kv.free(a);

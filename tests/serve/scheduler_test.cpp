@@ -84,7 +84,7 @@ TEST(Scheduler, CapsSequencesAndAdmitsFirstComeFirstServed) {
 
 TEST(Scheduler, NoOvertakingWhenTheHeadDoesNotFit) {
   Sim sim(6, 4, {.max_num_seqs = 8, .max_num_batched_tokens = 64, .chunked_prefill = false});
-  sim.add(16);           // 4 blocks
+  sim.add(16);                   // 4 blocks
   Sequence* big = sim.add(12);   // 3 blocks: does not fit now
   Sequence* small = sim.add(2);  // would fit, but must wait behind `big`
   SchedulerOutput o = sim.step();
