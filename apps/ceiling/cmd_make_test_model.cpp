@@ -7,9 +7,11 @@
 #include <cstdio>
 
 #include "ceiling/command.h"
+#include "ceiling/flag_check.h"
 #include "ceiling/progress.h"
 #include "core/status.h"
 #include "engine/test_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ceiling::cli {
 namespace {
@@ -20,7 +22,25 @@ struct Args {
   int threads = 0;
 };
 
+// Every id of the tokenizer must name a row of the embedding, or `generate` meets ids outside
+// the vocab (the Llama-3 tokenizer has 128256 ids, tiny-llama's vocab 32000).
+void check_tokenizer_fits(const Args& a) {
+  const engine::TestModelPreset preset = engine::test_model_preset(a.preset);
+  const std::filesystem::path dir = a.tokenizer_dir.empty()
+                                        ? engine::default_tokenizer_root() / preset.tokenizer
+                                        : std::filesystem::path(a.tokenizer_dir);
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "tokenizer.json", ec)) return;  // make_test_model says so
+  const int64_t ids = Tokenizer::from_dir(dir).vocab_size();
+  if (ids > preset.config.vocab_size)
+    fail(
+        "make-test-model: the tokenizer in {} has {} ids but preset {} has vocab_size {} (pick a "
+        "preset whose vocab holds the tokenizer's ids, or its own tokenizer)",
+        dir.string(), ids, a.preset, preset.config.vocab_size);
+}
+
 int run(const Args& a) {
+  check_tokenizer_fits(a);
   engine::MakeTestModelOptions o;
   o.preset = a.preset;
   o.out = a.out;
@@ -50,11 +70,12 @@ CEILING_COMMAND(
         names += (names.empty() ? "" : ", ") + n;
       sub.add_option("--preset", args->preset, "Model shape: " + names)->required();
       sub.add_option("--out", args->out, "Output directory")->required();
-      sub.add_option("--seed", args->seed, "Weight seed (same seed, same files)");
+      sub.add_option("--seed", args->seed, "Weight seed (same seed, same files)")->check(kU64);
       sub.add_option("--tokenizer-dir", args->tokenizer_dir,
                      "Directory with tokenizer.json + tokenizer_config.json "
                      "(default: the preset's tokenizer in the shared data)");
-      sub.add_option("--threads", args->threads, "Fill threads (default: all)");
+      sub.add_option("--threads", args->threads, "Fill threads (default: all)")
+          ->check(CLI::Range(0, kMaxThreads));
       return [args] { return run(*args); };
     },
     60);

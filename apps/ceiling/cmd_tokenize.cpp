@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "ceiling/command.h"
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,13 +33,8 @@ Tokenizer load(const Source& s) {
   return Tokenizer::from_dir(s.model.empty() ? s.tokenizer : s.model);
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
-}
+// --text-file and --ids-file: regular files only, at most this many bytes.
+constexpr uint64_t kMaxInputFileBytes = 256ull << 20;
 
 // Writes `text` exactly; a newline follows only on a terminal.
 void print_text(const std::string& text) {
@@ -47,21 +42,68 @@ void print_text(const std::string& text) {
   if (isatty(fileno(stdout))) std::fputc('\n', stdout);
 }
 
+// Accepts only a flat JSON array of integers: one linear pass, depth 1, no DOM.
+class IdsSax final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<int64_t> ids;
+  std::string error;
+
+  bool null() override { return refuse("null"); }
+  bool boolean(bool) override { return refuse("a boolean"); }
+  bool number_integer(number_integer_t v) override { return id(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return id(v > uint64_t{INT64_MAX} ? INT64_MAX : static_cast<int64_t>(v));
+  }
+  bool number_float(number_float_t, const string_t&) override { return refuse("a number"); }
+  bool string(string_t&) override { return refuse("a string"); }
+  bool binary(binary_t&) override { return refuse("binary"); }
+  bool key(string_t&) override { return refuse("an object"); }
+  bool start_object(std::size_t) override { return refuse("an object"); }
+  bool end_object() override { return refuse("an object"); }
+  bool start_array(std::size_t) override {
+    if (open_) return refuse("a list");
+    open_ = true;
+    return true;
+  }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t byte, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    if (error.empty())
+      error = fmt::format("not a JSON array of ids (syntax error at byte {}: {})", byte,
+                          json_error_rule(e));
+    return false;
+  }
+
+ private:
+  bool refuse(const char* what) {
+    error = open_ ? fmt::format("element {} is {}, expected an integer id", ids.size(), what)
+                  : fmt::format("expected a JSON array of ids, got {}", what);
+    return false;
+  }
+  bool id(int64_t v) {
+    if (!open_) return refuse("a number");
+    ids.push_back(v);
+    return true;
+  }
+  bool open_ = false;
+};
+
 std::vector<int32_t> parse_ids(const std::string& json_text, const std::string& origin,
                                const Tokenizer& tok) {
-  nlohmann::json j;
+  if (const size_t nul = json_text.find('\0'); nul != std::string::npos)
+    fail("{}: not a JSON array of ids (NUL byte at byte {})", origin, nul);
+  IdsSax sax;
+  bool ok = false;
   try {
-    j = nlohmann::json::parse(json_text);
+    ok = nlohmann::json::sax_parse(json_text, &sax);
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: not a JSON array of ids: {}", origin, e.what());
+    fail("{}: not a JSON array of ids ({})", origin, json_error_rule(e));
   }
-  if (!j.is_array()) fail("{}: expected a JSON array of ids, got {}", origin, j.type_name());
+  if (!ok) fail("{}: {}", origin, sax.error.empty() ? "not a JSON array of ids" : sax.error);
   std::vector<int32_t> ids;
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_number_integer()) {
-      fail("{}: element {} is {}, expected an integer id", origin, i, j[i].dump());
-    }
-    const int64_t id = j[i].get<int64_t>();
+  ids.reserve(sax.ids.size());
+  for (std::size_t i = 0; i < sax.ids.size(); ++i) {
+    const int64_t id = sax.ids[i];
     if (id < 0 || id >= tok.vocab_size() || tok.id_to_token(static_cast<int32_t>(id)).empty()) {
       fail("{}: id {} (element {}) names no token (vocab size {})", origin, id, i,
            tok.vocab_size());
@@ -87,7 +129,8 @@ std::function<int()> setup_tokenize(CLI::App& sub) {
   return [a, t, f] {
     if (t->count() == 0 && f->count() == 0) fail("give --text TEXT or --text-file FILE");
     const Tokenizer tok = load(a->src);
-    const std::string text = f->count() ? read_all(a->text_file) : a->text;
+    const std::string text =
+        f->count() ? read_regular_file(a->text_file, kMaxInputFileBytes) : a->text;
     const std::vector<int32_t> ids = tok.encode(text, !a->no_special);
     fmt::print("{}\n", nlohmann::json(ids).dump());
     return 0;
@@ -109,8 +152,9 @@ std::function<int()> setup_detokenize(CLI::App& sub) {
   return [a, i, f] {
     if (i->count() == 0 && f->count() == 0) fail("give --ids '[...]' or --ids-file FILE");
     const Tokenizer tok = load(a->src);
-    const std::vector<int32_t> ids = f->count() ? parse_ids(read_all(a->ids_file), a->ids_file, tok)
-                                                : parse_ids(a->ids, "--ids", tok);
+    const std::vector<int32_t> ids =
+        f->count() ? parse_ids(read_regular_file(a->ids_file, kMaxInputFileBytes), a->ids_file, tok)
+                   : parse_ids(a->ids, "--ids", tok);
     print_text(tok.decode(ids, a->skip_special));
     return 0;
   };

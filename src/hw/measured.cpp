@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
 
 namespace ceiling::hw {
@@ -66,8 +66,7 @@ std::string text(const json& j, const char* key) {
 }  // namespace
 
 MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std::string& origin) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("{}: not valid JSON", origin);
+  const json j = parse_json_or_fail(json_text, origin);
   if (!j.is_object()) fail("{}: top level must be a JSON object", origin);
   MeasuredCeilings m;
   m.gpu_id = text(j, "gpu");
@@ -116,11 +115,8 @@ MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std
 }
 
 MeasuredCeilings load_measured_ceilings(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot open measured ceilings file", file.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_measured_ceilings(ss.str(), file.string());
+  constexpr uint64_t kMaxBytes = 64ull << 20;  // a measured file is a few KB
+  return parse_measured_ceilings(read_regular_file(file, kMaxBytes), file.string());
 }
 
 std::string measured_ceilings_to_json(const MeasuredCeilings& m) {

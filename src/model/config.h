@@ -2,6 +2,7 @@
 // from a named preset. Shared by the roofline predictor, the loaders and the forward.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -44,14 +45,30 @@ struct ModelConfig {
   std::optional<int> bos_token_id;
   std::vector<int> eos_token_ids;
 
+  // Fit in int: check_model_sizes bounds them (every config from a file passes it).
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }
   // Parameter count (embedding, layers, final norm, lm_head unless tied).
   int64_t num_params() const;
 };
 
+// Bounds on config.json and what it implies. Each field is in [1, 2^30]; every derived size is
+// computed in 64 bits with overflow checks and must stay under these (a model past them could
+// not be held in any machine's memory).
+inline constexpr uint64_t kMaxConfigJsonBytes = 16u << 20;        // config.json file size
+inline constexpr int kMaxLayers = 4096;                           // num_hidden_layers
+inline constexpr int64_t kMaxDim = int64_t{1} << 30;              // q_dim, kv_dim
+inline constexpr int64_t kMaxTensorElems = int64_t{1} << 40;      // any one weight
+inline constexpr int64_t kMaxModelBytes = int64_t{1} << 45;       // all weights (32 TiB)
+inline constexpr int64_t kMaxKvBytesPerToken = int64_t{1} << 32;  // K and V of all layers
+
+// Checks the 64-bit derived sizes against the bounds above; throws naming `origin`, the fields
+// and the rule. parse_model_config calls it; call it for a hand-built config from outside.
+void check_model_sizes(const ModelConfig& c, const std::string& origin);
+
 // Parses config.json (a file, or a directory holding one). Throws ceiling::Error naming the file
-// and the missing/invalid field, or the unsupported architecture / rope_scaling type.
+// and the missing/invalid field, or the unsupported architecture / rope_scaling type. In a
+// directory, config.json must resolve inside it (core/file_read.h).
 ModelConfig load_model_config(const std::filesystem::path& path);
 ModelConfig parse_model_config(std::string_view json_text, const std::string& origin);
 

@@ -1,9 +1,9 @@
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
 #include "model/loader.h"
 
@@ -34,7 +34,9 @@ std::optional<int> get_int(const json& j, const char* key, int64_t lo, const std
   const json* v = field(j, key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer()) fail("{}: field '{}' must be an integer", origin, key);
-  const int64_t x = v->get<int64_t>();
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT32_MAX}
+                        ? int64_t{INT32_MAX} + 1
+                        : v->get<int64_t>();
   if (x < lo || x > std::numeric_limits<int32_t>::max())
     fail("{}: field '{}' is {} but must be in [{}, {}]", origin, key, x, lo,
          std::numeric_limits<int32_t>::max());
@@ -44,8 +46,7 @@ std::optional<int> get_int(const json& j, const char* key, int64_t lo, const std
 }  // namespace
 
 GenerationDefaults parse_generation_config(std::string_view text, const std::string& origin) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("{}: not valid JSON", origin);
+  const json j = parse_json_or_fail(text, origin);
   if (!j.is_object()) fail("{}: top level must be a JSON object", origin);
   constexpr double kHuge = 1e30;
   GenerationDefaults g;
@@ -63,6 +64,7 @@ GenerationDefaults parse_generation_config(std::string_view text, const std::str
   if (const json* v = field(j, "eos_token_id")) {
     auto one = [&](const json& e) {
       if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
+          (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t{INT32_MAX}) ||
           e.get<int64_t>() > std::numeric_limits<int32_t>::max())
         fail("{}: field 'eos_token_id' must be a non-negative integer or a list of them", origin);
       g.eos_token_ids.push_back(e.get<int>());
@@ -76,14 +78,11 @@ GenerationDefaults parse_generation_config(std::string_view text, const std::str
 }
 
 GenerationDefaults load_generation_config(const std::filesystem::path& dir) {
-  const auto file = dir / "generation_config.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) return {};
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot open", file.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_generation_config(ss.str(), file.string());
+  constexpr const char* kName = "generation_config.json";
+  if (!dir_entry_present(dir, kName)) return {};
+  return parse_generation_config(
+      read_model_file(dir, kName, "generation config", kMaxConfigJsonBytes),
+      (dir / kName).string());
 }
 
 }  // namespace ceiling

@@ -4,8 +4,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
-#include "model/json_strict.h"
 
 namespace ceiling {
 
@@ -61,9 +62,12 @@ size_t find_invalid_utf8(std::span<const std::byte> s) {
 }
 
 // Parses the header text; rejects duplicate keys at any depth like serde rejects duplicate fields.
+// A valid header nests three deep (header object, entry object, shape list).
+constexpr JsonLimits kHeaderJsonLimits{.max_depth = 8};
+
 json parse_header_json(std::string_view text, const std::string& origin) {
-  StrictJson r = parse_json_strict(text);
-  if (r.syntax_error) fail("{}: header is not valid JSON ({})", origin, *r.syntax_error);
+  BoundedJson r = parse_json_bounded(text, kHeaderJsonLimits);
+  if (r.error) fail("{}: header is not valid JSON ({})", origin, *r.error);
   if (!r.value.is_object()) fail("{}: header is not a JSON object", origin);
   const auto& d = r.duplicate_path;
   if (d.size() == 1)
@@ -81,17 +85,7 @@ uint64_t get_u64(const json& v) {
 }  // namespace
 
 std::string quote_name(std::string_view name) {
-  constexpr size_t kMax = 160;
-  std::string out = "'";
-  for (size_t i = 0; i < name.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(name[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
-      out += static_cast<char>(c);
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  if (name.size() > kMax) out += "...";
-  return out + "'";
+  return quote_text(name, 160);
 }
 
 const StDtype* find_st_dtype(std::string_view name) {

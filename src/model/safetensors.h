@@ -31,6 +31,8 @@
 namespace ceiling {
 
 inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
+// model.safetensors.index.json (a 405B model's index is ~100 KB).
+inline constexpr uint64_t kSafetensorsMaxIndexBytes = 64ull << 20;
 
 // An element type the safetensors format defines. `dtype` is set when ceiling has a DType for it
 // (U16/U32/U64, F8_E8M0, F4, F6_*, C64 are parsed and reported but have no TensorView type).

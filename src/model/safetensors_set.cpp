@@ -4,8 +4,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
-#include "model/json_strict.h"
 #include "model/safetensors.h"
 
 namespace ceiling {
@@ -23,42 +24,22 @@ bool plain_file_name(std::string_view s) {
   return s.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
 }
 
-// True when `p` exists as a directory entry (a dangling symlink counts: it is reported later).
-bool present(const fs::path& p) {
-  std::error_code ec;
-  return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
-}
+// An index nests three deep (object, weight_map / metadata, nothing below).
+constexpr JsonLimits kIndexJsonLimits{.max_depth = 8};
 
-bool is_within(const fs::path& base, const fs::path& p) {
-  auto [bi, pi] = std::mismatch(base.begin(), base.end(), p.begin(), p.end());
-  return bi == base.end() && pi != p.end();
-}
-
-// dir/name after checking that it exists and resolves (through any symlinks) to a regular file
-// inside `dir` — or, for a Hugging Face cache snapshot (…/snapshots/<rev>/), inside …/blobs/.
 fs::path resolve_inside(const fs::path& dir, const std::string& name, const std::string& what) {
-  const fs::path p = dir / name;
-  std::error_code ec;
-  const fs::path base = fs::canonical(dir, ec);
-  if (ec) fail("{}: cannot resolve model directory: {}", dir.string(), ec.message());
-  const fs::path target = fs::canonical(p, ec);
-  if (ec) fail("{}: {} {} does not exist ({})", dir.string(), what, quote_name(name), ec.message());
-  bool inside = is_within(base, target);
-  if (!inside && base.parent_path().filename() == "snapshots")
-    inside = is_within(base.parent_path().parent_path() / "blobs", target);
-  if (!inside)
-    fail("{}: {} {} resolves to {}, outside the model directory", dir.string(), what,
-         quote_name(name), target.string());
-  if (!fs::is_regular_file(target, ec))
-    fail("{}: {} {} is not a regular file", dir.string(), what, quote_name(name));
-  return p;
+  return contained_file(dir, name, what);
+}
+
+bool present(const fs::path& p) {
+  return dir_entry_present(p.parent_path(), p.filename().string());
 }
 
 }  // namespace
 
 SafetensorsIndex parse_safetensors_index(std::string_view text, const std::string& origin) {
-  StrictJson r = parse_json_strict(text);
-  if (r.syntax_error) fail("{}: not valid JSON ({})", origin, *r.syntax_error);
+  BoundedJson r = parse_json_bounded(text, kIndexJsonLimits);
+  if (r.error) fail("{}: not valid JSON ({})", origin, *r.error);
   const json& j = r.value;
   if (!j.is_object()) fail("{}: index must be a JSON object", origin);
   const auto& d = r.duplicate_path;
@@ -146,10 +127,8 @@ std::shared_ptr<const SafetensorsSet> SafetensorsSet::open_dir(const fs::path& d
          kIndexFile);
   const fs::path index_path = resolve_inside(dir, kIndexFile, "index");
   set->origin_ = index_path;
-  const MappedFile index_map(index_path);
-  const auto ib = index_map.bytes();
   const SafetensorsIndex idx = parse_safetensors_index(
-      std::string_view(reinterpret_cast<const char*>(ib.data()), ib.size()), index_path.string());
+      read_regular_file(index_path, kSafetensorsMaxIndexBytes), index_path.string());
   set->index_total_size_ = idx.total_size;
 
   std::map<std::string, fs::path> shards;  // name -> checked path

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
 
 namespace ceiling::roofline {
@@ -310,12 +310,8 @@ RejoinRun rejoin_run(const json& run, const std::string& origin) {
 }
 
 RejoinRun load_rejoin_run(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("{}: not valid JSON", path);
+  constexpr uint64_t kMaxBytes = 256ull << 20;  // a run's kernels file is a few MB
+  const json j = parse_json_or_fail(read_regular_file(path, kMaxBytes), path);
   return rejoin_run(j, path);
 }
 

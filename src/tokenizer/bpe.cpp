@@ -4,6 +4,7 @@
 #include <mutex>
 #include <queue>
 
+#include "core/file_read.h"
 #include "tokenizer/utf8.h"
 
 namespace ceiling::tok {
@@ -75,36 +76,22 @@ std::unique_ptr<Bpe> Bpe::parse(const Json& model, const JsonPath& p, const BpeT
     const JsonPath ip = mp.at(i);
     if (m.pair) {
       if (!resolve(m.a, m.b)) {
-        json_fail(ip, fmt::format("merge [\"{}\", \"{}\"] names a token not in the vocab (or "
-                                  "makes one)",
-                                  m.a, m.b));
+        json_fail(ip, fmt::format("merge [{}, {}] names a token not in the vocab (or makes one)",
+                                  quote_text(m.a, 64), quote_text(m.b, 64)));
       }
     } else {
+      // "a b" with exactly one space, as Hugging Face tokenizers requires (a merge with more
+      // is ambiguous, and trying every split point would be quadratic in its length).
       const std::string_view s = m.a;
       const auto first = s.find(' ');
-      if (first == std::string::npos) json_fail(ip, fmt::format("merge \"{}\" has no space", s));
-      if (s.find(' ', first + 1) == std::string::npos) {
-        if (!resolve(s.substr(0, first), s.substr(first + 1))) {
-          json_fail(ip,
-                    fmt::format("merge \"{}\" names a token not in the vocab (or makes one)", s));
-        }
-      } else {
-        // Tokens that contain spaces make "a b" ambiguous (HF refuses such files); take the one
-        // split whose halves and concatenation are all in the vocab.
-        int32_t fa = 0, fb = 0, fm = 0;
-        int candidates = 0;
-        for (std::size_t k = 1; k + 1 < s.size(); ++k) {
-          if (s[k] != ' ' || !resolve(s.substr(0, k), s.substr(k + 1))) continue;
-          ++candidates;
-          fa = *a, fb = *b, fm = *merged;
-        }
-        if (candidates != 1) {
-          json_fail(ip, fmt::format("merge \"{}\" cannot be split into two vocab tokens in "
-                                    "exactly one way",
-                                    s));
-        }
-        a = fa, b = fb, merged = fm;
-      }
+      if (first == std::string::npos)
+        json_fail(ip, fmt::format("merge {} has no space", quote_text(s, 64)));
+      if (s.find(' ', first + 1) != std::string::npos)
+        json_fail(ip, fmt::format("merge {} has more than one space (write it as [\"a\", \"b\"])",
+                                  quote_text(s, 64)));
+      if (!resolve(s.substr(0, first), s.substr(first + 1)))
+        json_fail(ip, fmt::format("merge {} names a token not in the vocab (or makes one)",
+                                  quote_text(s, 64)));
     }
     // A repeated pair takes its last rank, as HF's map does.
     bpe->merges_.insert_or_assign(pair_key(*a, *b), Merge{static_cast<int32_t>(i), *merged});

@@ -1,5 +1,9 @@
 #include "tokenizer/json_sax.h"
 
+#include <algorithm>
+
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "tokenizer/bpe.h"
 
 namespace ceiling::tok {
@@ -7,6 +11,14 @@ namespace ceiling::tok {
 namespace {
 
 constexpr std::size_t kMaxDepth = 256;
+
+// A vocab key for an error message: as is when short printable ASCII, else quoted and cut.
+std::string key_for_error(const std::string& k) {
+  const bool plain = k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+                       return c > 0x20 && c < 0x7f && c != '\'' && c != '\\';
+                     });
+  return plain ? k : quote_text(k, 64);
+}
 
 class Builder final : public nlohmann::json_sax<Json> {
  public:
@@ -89,8 +101,9 @@ class Builder final : public nlohmann::json_sax<Json> {
     stack_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    error = fmt::format("not valid JSON: {}", e.what());
+  bool parse_error(std::size_t byte, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    error = fmt::format("not valid JSON (syntax error at byte {}: {})", byte, json_error_rule(e));
     return false;
   }
 
@@ -107,14 +120,16 @@ class Builder final : public nlohmann::json_sax<Json> {
   }
   bool capture_type_error(const char* what) {
     if (mode_ == Mode::kVocab) {
-      return fail_at(fmt::format("model.vocab.{}: expected an integer id, got {}", key_, what));
+      return fail_at(
+          fmt::format("model.vocab.{}: expected an integer id, got {}", key_for_error(key_), what));
     }
     return fail_at(fmt::format("model.merges[{}]: expected \"a b\" or [\"a\", \"b\"], got {}",
                                out_.bpe.merges.size(), what));
   }
   bool vocab_id(int64_t id) {
     if (id < 0) {
-      return fail_at(fmt::format("model.vocab.{}: id must be in [0, {}]", key_, kMaxTokenId));
+      return fail_at(
+          fmt::format("model.vocab.{}: id must be in [0, {}]", key_for_error(key_), kMaxTokenId));
     }
     out_.bpe.vocab.emplace_back(std::move(key_), static_cast<int32_t>(id));
     return true;
@@ -164,12 +179,14 @@ class Builder final : public nlohmann::json_sax<Json> {
 
 ParsedTokenizerJson parse_tokenizer_json_text(std::string_view text, const std::string& origin) {
   ParsedTokenizerJson out;
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    fail("{}: not valid JSON (NUL byte at byte {})", origin, nul);
   Builder builder(out);
   bool ok = false;
   try {
     ok = Json::sax_parse(text, &builder);
   } catch (const Json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
+    fail("{}: not valid JSON ({})", origin, json_error_rule(e));
   }
   if (!ok) fail("{}: {}", origin, builder.error.empty() ? "not valid JSON" : builder.error);
   return out;

@@ -1,8 +1,8 @@
 // Loading tokenizer.json + tokenizer_config.json into a TokenizerImpl.
-#include <fstream>
 #include <limits>
-#include <sstream>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "core/status.h"
 #include "tokenizer/impl.h"
 #include "tokenizer/json_sax.h"
@@ -14,24 +14,8 @@ namespace tok {
 
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail("{}: is a directory, expected a file", path.string());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("{}: read error", path.string());
-  return std::move(ss).str();
-}
-
 Json parse_json(std::string_view text, const std::string& origin) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
-  }
+  return parse_json_or_fail(text, origin);
 }
 
 // A special-token entry of tokenizer_config.json: "text", null, or {"content": "text", ...}.
@@ -148,11 +132,13 @@ void resolve_special_ids(TokenizerImpl& impl, bool have_config) {
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json,
                                const std::filesystem::path& tokenizer_config_json) {
-  auto impl = tok::parse_tokenizer_json(tok::read_file(tokenizer_json), tokenizer_json.string());
+  auto impl = tok::parse_tokenizer_json(read_regular_file(tokenizer_json, kMaxTokenizerJsonBytes),
+                                        tokenizer_json.string());
   const bool have_config = !tokenizer_config_json.empty();
   if (have_config) {
-    impl->config = tok::parse_tokenizer_config(tok::read_file(tokenizer_config_json),
-                                               tokenizer_config_json.string());
+    impl->config = tok::parse_tokenizer_config(
+        read_regular_file(tokenizer_config_json, kMaxTokenizerConfigBytes),
+        tokenizer_config_json.string());
   }
   tok::resolve_special_ids(*impl, have_config);
   return Tokenizer(std::move(impl));
@@ -170,20 +156,23 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json,
 }
 
 Tokenizer Tokenizer::from_dir(const std::filesystem::path& dir) {
+  // A file named directly is the caller's choice; files found in a directory must resolve
+  // inside it (core/file_read.h).
+  constexpr const char* kConfig = "tokenizer_config.json";
   std::error_code ec;
   if (std::filesystem::is_regular_file(dir, ec)) {
-    const auto config = dir.parent_path() / "tokenizer_config.json";
-    return from_file(
-        dir, std::filesystem::is_regular_file(config, ec) ? config : std::filesystem::path());
+    const auto parent = dir.parent_path().empty() ? std::filesystem::path(".") : dir.parent_path();
+    return from_file(dir, dir_entry_present(parent, kConfig)
+                              ? contained_file(parent, kConfig, "tokenizer config")
+                              : std::filesystem::path());
   }
   if (!std::filesystem::is_directory(dir, ec)) fail("{}: no such file or directory", dir.string());
-  const auto json = dir / "tokenizer.json";
-  if (!std::filesystem::is_regular_file(json, ec)) {
+  if (!dir_entry_present(dir, "tokenizer.json"))
     fail("{}: no tokenizer.json in this directory", dir.string());
-  }
-  const auto config = dir / "tokenizer_config.json";
-  return from_file(json,
-                   std::filesystem::is_regular_file(config, ec) ? config : std::filesystem::path());
+  return from_file(contained_file(dir, "tokenizer.json", "tokenizer"),
+                   dir_entry_present(dir, kConfig)
+                       ? contained_file(dir, kConfig, "tokenizer config")
+                       : std::filesystem::path());
 }
 
 }  // namespace ceiling

@@ -3,6 +3,9 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
+
+#include "core/file_read.h"
 #include "core/status.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/utf8.h"
@@ -72,7 +75,21 @@ std::string rewrite_classes(std::string_view p) {
   return out;
 }
 
-constexpr uint32_t kMatchLimit = 10'000'000;  // bounds catastrophic backtracking
+constexpr uint32_t kMatchLimit = 10'000'000;  // bounds catastrophic backtracking in one match
+
+// Total work of one find_all is linear in the subject. PCRE2's match limit counts backtracking
+// per start position and not the characters a scan like `a*` passes over, so neither bounds a
+// pattern that looks far ahead from every position (`a*b|.` on "aaaa…" is quadratic). Instead
+// each attempt is anchored at one position and sees only a window of the subject, first
+// kFirstWindow bytes, with a match limit of kStepsPerWindowByte per window byte; when it reaches
+// the window's end (a hard partial match) or its step limit, the window doubles and it runs
+// again. Every run is charged its window, against kWindowBytesPerByte per subject byte: a short
+// match costs kFirstWindow, a long one at most 4 × its length, and the work of a run is linear
+// in its window, so the total is linear in the subject.
+constexpr size_t kFirstWindow = 32;
+constexpr uint64_t kStepsPerWindowByte = 16;
+constexpr uint64_t kWindowBytesPerByte = 128;
+constexpr uint64_t kWindowBytesBase = 4096;
 
 }  // namespace
 
@@ -95,7 +112,7 @@ Regex::Regex(std::string_view pattern, const std::string& what) : pattern_(patte
   }
   auto c = std::make_shared<Code>();
   c->code = code;
-  c->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  c->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
   code_ = std::move(c);
 }
 
@@ -108,24 +125,52 @@ std::vector<Span> Regex::find_all(std::string_view s) const {
   std::unique_ptr<pcre2_jit_stack, decltype(&pcre2_jit_stack_free)> stack(nullptr,
                                                                           &pcre2_jit_stack_free);
   if (!md || !mc) fail("regex /{}/: out of memory", pattern_);
-  pcre2_set_match_limit(mc.get(), kMatchLimit);
+  const uint64_t budget = kWindowBytesBase + kWindowBytesPerByte * uint64_t{s.size()};
+  uint64_t spent = 0;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   std::size_t pos = 0;
+  std::size_t window = kFirstWindow;
   while (pos <= s.size()) {
+    // The window ends on a character boundary, or at the end of the subject (then no partial
+    // matching: the run is the same as an unwindowed one).
+    std::size_t end = s.size() - pos > window ? pos + window : s.size();
+    while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xc0) == 0x80) ++end;
+    const bool whole = end == s.size();
+    spent += end - pos + 1;
+    if (spent > budget)
+      fail(
+          "regex /{}/: over its work limit for {} bytes of input ({} + {} window bytes per "
+          "byte; the pattern looks too far ahead or backtracks too much)",
+          quote_text(pattern_, 80), s.size(), kWindowBytesBase, kWindowBytesPerByte);
+    const uint64_t steps = std::min<uint64_t>(kMatchLimit, kStepsPerWindowByte * (window + 1));
+    pcre2_set_match_limit(mc.get(), static_cast<uint32_t>(steps));
     // The input was validated once; PCRE2 need not re-check it at every start offset.
-    int rc =
-        pcre2_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md.get(), mc.get());
+    const uint32_t opts =
+        PCRE2_NO_UTF_CHECK | PCRE2_ANCHORED | (whole ? 0u : uint32_t{PCRE2_PARTIAL_HARD});
+    const int rc = pcre2_match(code_->code, subject, end, pos, opts, md.get(), mc.get());
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !stack) {
       stack.reset(pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr));
-      if (!stack) fail("regex /{}/: out of memory", pattern_);
+      if (!stack) fail("regex /{}/: out of memory", quote_text(pattern_, 80));
       pcre2_jit_stack_assign(mc.get(), nullptr, stack.get());
       continue;
     }
-    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_PARTIAL || (rc == PCRE2_ERROR_MATCHLIMIT && steps < kMatchLimit)) {
+      window *= 2;
+      continue;
+    }
+    if (rc == PCRE2_ERROR_MATCHLIMIT)
+      fail("regex /{}/: one match took more than {} steps (catastrophic backtracking)",
+           quote_text(pattern_, 80), kMatchLimit);
+    window = kFirstWindow;
+    if (rc == PCRE2_ERROR_NOMATCH) {  // nothing starts here: try the next character
+      if (pos >= s.size()) break;
+      pos += utf8_seq_len(static_cast<unsigned char>(s[pos]));
+      continue;
+    }
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof(msg));
-      fail("regex /{}/: match failed: {}", pattern_, reinterpret_cast<char*>(msg));
+      fail("regex /{}/: match failed: {}", quote_text(pattern_, 80), reinterpret_cast<char*>(msg));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     Span m{ov[0], ov[1]};

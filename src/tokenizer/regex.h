@@ -21,7 +21,9 @@ class Regex {
   // Unicode White_Space). Throws ceiling::Error naming `what` and PCRE2's reason.
   Regex(std::string_view pattern, const std::string& what);
   // Non-overlapping leftmost matches in `s` (valid UTF-8), like Rust's find_iter: after an empty
-  // match the search resumes one character later. Throws when the match limit is exceeded.
+  // match the search resumes one character later. Time is linear in `s`: throws when one match
+  // backtracks more than 10M steps, or all of them together pass the work limit of 4096 + 128
+  // window bytes per byte of `s` (regex.cpp explains the windows).
   std::vector<Span> find_all(std::string_view s) const;
   const std::string& pattern() const { return pattern_; }
 

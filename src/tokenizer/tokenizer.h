@@ -24,6 +24,10 @@ namespace tok {
 struct TokenizerImpl;
 }
 
+// Size caps on the files read (the largest public tokenizer.json files are ~35 MB).
+inline constexpr uint64_t kMaxTokenizerJsonBytes = 256ull << 20;
+inline constexpr uint64_t kMaxTokenizerConfigBytes = 64ull << 20;
+
 // What tokenizer_config.json says (all optional). Special-token strings are taken from either a
 // plain string or an AddedToken dict's "content".
 struct TokenizerConfig {
@@ -46,6 +50,8 @@ class Tokenizer {
                              const std::filesystem::path& tokenizer_config_json = {});
   // dir/tokenizer.json plus dir/tokenizer_config.json when that exists. A path to a file is
   // taken as the tokenizer.json itself (its directory's tokenizer_config.json is used if present).
+  // Files found in a directory must resolve inside it (symlinks included; a Hugging Face cache
+  // snapshot may link into its blobs/ folder). Files are capped at the sizes above.
   static Tokenizer from_dir(const std::filesystem::path& dir);
   // From the files' text (errors name `origin`); an empty config means none.
   static Tokenizer from_json(std::string_view tokenizer_json,

@@ -59,7 +59,7 @@ TEST(TokenizerLoad, ModelErrorsNameTheField) {
       [](json& d) {
         d["model"]["merges"].push_back(json::array({"a", "zz"}));
       },
-      "model.merges[3]: merge [\"a\", \"zz\"] names a token not in the vocab");
+      "model.merges[3]: merge ['a', 'zz'] names a token not in the vocab");
   expect_load_error([](json& d) { d["model"]["merges"].push_back(json::array({"a"})); },
                     "model.merges[3]: a merge pair must have two tokens");
   expect_load_error([](json& d) { d["model"]["merges"].push_back(7); }, "model.merges[3]");

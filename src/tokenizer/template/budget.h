@@ -27,6 +27,15 @@ class Budget {
     if (work_ > limits_.max_work)
       fail("template exceeded its work limit ({} units)", limits_.max_work);
   }
+  // A new string of `bytes` bytes or list of `items` elements is about to be built: counts
+  // against max_alloc_bytes for the whole render (never given back, so the bound is on the total
+  // ever allocated, which bounds the peak).
+  void alloc_bytes(uint64_t bytes) {
+    allocated_ += bytes;
+    if (allocated_ > limits_.max_alloc_bytes)
+      fail("template allocated more than its limit of {} bytes in total", limits_.max_alloc_bytes);
+  }
+  void alloc_items(uint64_t items);  // items × sizeof(Value); defined in value.h's users
   // A string or list about to hold `n` bytes or elements.
   void check_size(uint64_t n) const {
     if (n > limits_.max_output_bytes)
@@ -53,6 +62,7 @@ class Budget {
   ChatTemplateLimits limits_;
   uint64_t steps_ = 0;
   uint64_t work_ = 0;
+  uint64_t allocated_ = 0;
   int depth_ = 0;
 };
 

@@ -1,9 +1,9 @@
 #include "tokenizer/template/chat_template.h"
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "core/file_read.h"
+#include "core/json_bounded.h"
 #include "tokenizer/template/parser.h"
 #include "tokenizer/template/render.h"
 
@@ -12,13 +12,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("cannot read {}", p.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+// tokenizer_config.json's cap (tokenizer/tokenizer.h); templates have their own, at parse.
+constexpr uint64_t kMaxConfigBytes = 64ull << 20;
 
 // Errors are one line: newlines from template text or values are shown escaped.
 std::string one_line(std::string_view msg) {
@@ -69,6 +64,9 @@ ojson normalize_message(const ojson& m, size_t index) {
 
 ChatTemplate::ChatTemplate(std::string source, ChatTemplateLimits limits)
     : source_(std::move(source)), limits_(limits) {
+  if (source_.size() > limits_.max_template_bytes)
+    fail("chat template: {} bytes, over the limit of {}", source_.size(),
+         limits_.max_template_bytes);
   try {
     program_ = jinja::parse(source_, limits_.max_depth);
   } catch (const Error& e) {
@@ -95,21 +93,28 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const nlohmann::json& cfg, bool
 }
 
 ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir, bool has_tools) {
+  // Every file must resolve inside `dir` (core/file_read.h); one template byte over the
+  // template cap is refused when read, not after.
+  const uint64_t cap = ChatTemplateLimits{}.max_template_bytes;
   std::map<std::string, std::string> named;
-  if (std::filesystem::exists(dir / "chat_template.jinja"))
-    named["default"] = read_file(dir / "chat_template.jinja");
+  if (dir_entry_present(dir, "chat_template.jinja"))
+    named["default"] = read_model_file(dir, "chat_template.jinja", "chat template", cap);
   const auto extra = dir / "additional_chat_templates";
-  if (std::filesystem::is_directory(extra))
-    for (const auto& e : std::filesystem::directory_iterator(extra))
-      if (e.path().extension() == ".jinja") named[e.path().stem().string()] = read_file(e.path());
+  std::error_code ec;
+  if (std::filesystem::is_directory(extra, ec)) {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(extra, ec)) {
+      if (e.path().extension() != ".jinja") continue;
+      if (++n > 64) fail("{}: more than 64 chat templates", extra.string());
+      named[e.path().stem().string()] = read_model_file(
+          dir, "additional_chat_templates/" + e.path().filename().string(), "chat template", cap);
+    }
+  }
   if (!named.empty()) return ChatTemplate(pick(named, has_tools, dir.string()));
   const auto cfg_path = dir / "tokenizer_config.json";
-  nlohmann::json cfg;
-  try {
-    cfg = nlohmann::json::parse(read_file(cfg_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: {}", cfg_path.string(), e.what());
-  }
+  const nlohmann::json cfg = parse_json_or_fail(
+      read_model_file(dir, "tokenizer_config.json", "tokenizer config", kMaxConfigBytes),
+      cfg_path.string());
   return from_tokenizer_config(cfg, has_tools);
 }
 

@@ -28,10 +28,12 @@ struct Program;
 }
 
 struct ChatTemplateLimits {
+  size_t max_template_bytes = size_t{1} << 20;  // the template's source (real ones are < 64 KB)
   size_t max_output_bytes = size_t{16} << 20;  // also caps any single string or list built
   uint64_t max_steps = 1'000'000;              // loop iterations + macro/caller calls
   uint64_t max_work = uint64_t{256} << 20;     // bytes/elements produced or scanned
   int max_depth = 200;                         // parse nesting, runtime recursion, nested values
+  uint64_t max_alloc_bytes = uint64_t{256} << 20;  // all strings and lists one render builds
 };
 
 // Thrown when the template itself calls raise_exception(msg); what() is msg (on one line).

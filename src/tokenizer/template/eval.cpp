@@ -101,6 +101,7 @@ Value Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
         budget_.check_size(s.size());
       }
       budget_.charge(s.size());
+      budget_.alloc_bytes(s.size());
       return Value::string(std::move(s));
     }
     case ExprKind::kCompare:

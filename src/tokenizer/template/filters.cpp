@@ -145,6 +145,7 @@ Value indent(Renderer& r, const Value& v, CallArgs& a) {
   }
   if (args.get_bool(1, false)) out = ind + out;
   r.budget().charge(out.size());
+  r.budget().alloc_bytes(out.size());
   return Value::string(std::move(out));
 }
 

@@ -145,6 +145,7 @@ Value join(Renderer& r, const Value& v, CallArgs& a) {
     r.budget().check_size(out.size());
   }
   r.budget().charge(out.size());
+  r.budget().alloc_bytes(out.size());
   return Value::string(std::move(out));
 }
 

@@ -39,6 +39,7 @@ Value range(Renderer& r, CallArgs& a) {
   if (overflow || n > kMaxRange)
     fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
   r.budget().charge(static_cast<uint64_t>(n));
+  r.budget().alloc_items(static_cast<uint64_t>(n));
   std::vector<Value> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i)

@@ -188,6 +188,7 @@ Value str_method(Renderer& r, const std::string& name, const Value& self, const 
       out += str_arg(item, "join");
       r.budget().check_size(out.size());
     }
+    r.budget().alloc_bytes(out.size());
     return Value::string(std::move(out));
   }
   if (name == "isdigit" || name == "isdecimal" || name == "isnumeric")

@@ -69,6 +69,10 @@ Value repeat(const Value& seq, int64_t n, Budget& budget) {
     budget.check_size(budget.limits().max_output_bytes + 1);
   budget.check_size(unit * static_cast<uint64_t>(n));
   budget.charge(unit * static_cast<uint64_t>(n));
+  if (seq.is_string())
+    budget.alloc_bytes(unit * static_cast<uint64_t>(n));
+  else
+    budget.alloc_items(unit * static_cast<uint64_t>(n));
   if (seq.is_string()) {
     std::string s;
     s.reserve(unit * static_cast<size_t>(n));
@@ -110,12 +114,14 @@ Value binary_op(std::string_view op, const Value& a, const Value& b, Budget& bud
     if (a.is_string() && b.is_string()) {
       budget.check_size(a.as_string().size() + b.as_string().size());
       budget.charge(a.as_string().size() + b.as_string().size());
+      budget.alloc_bytes(a.as_string().size() + b.as_string().size());
       return Value::string(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.as_list().tuple == b.as_list().tuple) {
+      budget.check_size(a.as_list().items.size() + b.as_list().items.size());
+      budget.charge(a.as_list().items.size() + b.as_list().items.size());
+      budget.alloc_items(a.as_list().items.size() + b.as_list().items.size());
       auto items = a.as_list().items;
-      budget.check_size(items.size() + b.as_list().items.size());
-      budget.charge(items.size() + b.as_list().items.size());
       items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
       return Value::list(std::move(items), a.as_list().tuple);
     }

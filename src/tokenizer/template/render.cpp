@@ -52,6 +52,7 @@ std::string Renderer::render(std::vector<std::pair<std::string, Value>> vars) {
 void Renderer::append(std::string& out, std::string_view text) {
   budget_.check_size(out.size() + text.size());
   budget_.charge(text.size());
+  budget_.alloc_bytes(text.size());
   out += text;
 }
 

@@ -138,6 +138,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   out.append(s.substr(start));
   b.check_size(out.size());
   b.charge(out.size() + s.size());
+  b.alloc_bytes(out.size());
   return out;
 }
 
@@ -232,6 +233,7 @@ std::string py_pad(std::string_view s, int64_t width, std::string_view fill, cha
   b.check_size(total);
   b.check_size(s.size() + total * fill.size());
   b.charge(total);
+  b.alloc_bytes(s.size() + total * fill.size());
   uint64_t left = 0;
   if (align == '>') left = total;
   if (align == '^') left = total / 2 + (total & static_cast<uint64_t>(width) & 1);

@@ -129,6 +129,10 @@ class Value {
       p_;
 };
 
+inline void Budget::alloc_items(uint64_t items) {
+  alloc_bytes(items * sizeof(Value));
+}
+
 // Python semantics. Functions taking a Budget charge it for the work they do and fail() on
 // type errors with Python's wording.
 constexpr int kMaxValueNesting = 1000;

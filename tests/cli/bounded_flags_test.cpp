@@ -1,0 +1,95 @@
+// Issue 18, the CLI: flags that take files or JSON are bounded (regular files only, with a cap;
+// JSON depth capped), and make-test-model refuses a tokenizer whose ids its vocab cannot hold.
+// Runs the built `ceiling` binary (CEILING_BIN); every failure is one line and exit code 1.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;  // exit code; -1 when killed by a signal
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_file = testing::TempDir() + "ceiling_bounded_flags_err.txt";
+  const std::string cmd = std::string(CEILING_BIN) + " " + args + " 2>" + err_file;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+void expect_error(const std::string& args, const std::string& needle) {
+  const Result r = run(args);
+  EXPECT_EQ(r.code, 1) << args << " -> " << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+const std::string kModel = std::string(CEILING_SOURCE_DIR) + "/models/stories260K";
+
+TEST(BoundedFlags, TextFileMustBeARegularFile) {
+  // A directory used to encode nothing and exit 0; /dev/zero read until bad_alloc.
+  expect_error("tokenize --model " + kModel + " --text-file /tmp", "is a directory");
+  expect_error("tokenize --model " + kModel + " --text-file /dev/zero", "not a regular file");
+  expect_error("detokenize --model " + kModel + " --ids-file /dev/zero", "not a regular file");
+  const std::string f = testing::TempDir() + "ceiling_text.txt";
+  std::ofstream(f) << "Once upon a time";
+  const Result r = run("tokenize --model " + kModel + " --text-file " + f);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("[1,", 0), 0u) << r.out;
+}
+
+TEST(BoundedFlags, DetokenizeIdsAreAFlatListOfIntegers) {
+  // 60,000 nested brackets overflowed the stack while building the error message.
+  expect_error("detokenize --model " + kModel + " --ids '" + std::string(60000, '[') + "'",
+               "element 0 is a list");
+  expect_error("detokenize --model " + kModel + " --ids '[1, [2]]'", "element 1 is a list");
+  expect_error("detokenize --model " + kModel + " --ids '[1, \"x\"]'", "element 1 is a string");
+  expect_error("detokenize --model " + kModel + " --ids '{\"a\": 1}'", "got an object");
+  expect_error("detokenize --model " + kModel + " --ids '[1] x'", "syntax error at byte");
+  const Result r = run("detokenize --model " + kModel + " --ids '[1, 403, 407]'");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(BoundedFlags, MakeTestModelRefusesATokenizerLargerThanItsVocab) {
+  const std::string llama3 = std::string(CEILING_SHARED_DATA_DIR) + "/tokenizers/llama3";
+  if (!std::filesystem::exists(llama3 + "/tokenizer.json")) GTEST_SKIP() << "no " << llama3;
+  const std::string out = testing::TempDir() + "ceiling_mtm_mismatch";
+  expect_error("make-test-model --preset tiny-llama --tokenizer-dir " + llama3 + " --out " + out,
+               "has 128256 ids but preset tiny-llama has vocab_size 32000");
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+}
+
+// --seed -1 or 2^64 silently became 2^64 - 1; --threads 100000 tried to start that many threads.
+// (make-test-model here; generate's flags take the same validators, apps/ceiling/flag_check.h.)
+TEST(BoundedFlags, NumericFlagsAreBounded) {
+  const std::string out = testing::TempDir() + "ceiling_mtm_flags";
+  for (const char* bad : {"--seed -1", "--seed 18446744073709551616", "--seed 1e3",
+                          "--threads 100000", "--threads -2"}) {
+    const Result r = run("make-test-model --preset tiny-llama --out " + out + " " + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.code, -1) << bad;
+    EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors")) << bad;
+  }
+}
+
+}  // namespace
