@@ -9,6 +9,7 @@
 #     prefix-shared 1000 × (2048 shared + 128 unique) in / 128 out with prefix caching on and off.
 # Result files: OUTDIR/<kind>-<gpu>-<date>-<what>.json (the bench/results/ format).
 # Usage: bench/run_engine_on_gpu.sh OUTDIR [BUILD_DIR]   (from the repository root)
+#  5. PROFILE=1: ncu, GPU time per kernel of one pure decode step of the 8B at PROFILE_BATCHES.
 # Env: SKIP_TESTS=1, SKIP_LATENCY=1, SKIP_THROUGHPUT=1, SKIP_PREFIX=1, BATCHES="64 256",
 #      TP_PROMPTS=1000, TP_OUT=1024, MODELS_DIR=/tmp/ceiling-engine-models.
 set -uo pipefail
@@ -57,6 +58,17 @@ if [ "${SKIP_LATENCY:-0}" != 1 ]; then
   for b in ${BATCHES:-64 256}; do
     run "latency 8b b$b" 200 "$bin" bench latency --model "$m8" --batch "$b" --input-len 512 \
       --output-len 256 --quick-ceilings --out "$out/latency-$gpu-$day-llama-3.1-8b-b$b.json"
+  done
+fi
+
+if [ "${PROFILE:-0}" = 1 ]; then
+  for b in ${PROFILE_BATCHES:-64 256}; do
+    echo "== ncu: one decode step of the 8B at batch $b (context ~520)"
+    timeout 240 ncu --clock-control none --cache-control none --profile-from-start off \
+      --metrics gpu__time_duration.sum --csv --log-file "$out/ncu-8b-b$b.csv" \
+      "$bin" bench latency --model "$m8" --batch "$b" --input-len 512 --output-len 16 \
+      --profile-step 4 --quick-ceilings >/dev/null || { echo "FAILED: ncu b$b"; status=1; }
+    python3 bench/ncu_kernel_summary.py "$out/ncu-8b-b$b.csv" | tee "$out/ncu-8b-b$b.txt" || true
   done
 fi
 

@@ -43,15 +43,8 @@ ThroughputPrediction predict_throughput(const ModelConfig& m, const GpuCeilings&
   Scenario d = base;
   d.phase = Phase::kDecode;
   d.batch = p.concurrency;
-  d.context = unique + w.output_len / 2;
+  d.context = w.input_len + w.output_len / 2;
   p.decode_step_s = predict_step(m, gpu, d).time_predicted_s;
-  if (w.prefix_len > 0) {
-    // The shared prefix is the same physical KV blocks for every sequence of the step: the
-    // attention reads them from HBM once (then from L2), priced at the bandwidth layer 2 uses.
-    const MemoryReport mem = memory_report(m, gpu, d);
-    p.decode_step_s += static_cast<double>(w.prefix_len) * mem.kv_bytes_per_token /
-                       (gpu.mem_bw * gpu.bw_efficiency);
-  }
   const int64_t tokens = w.num_prompts * w.output_len;
   p.decode_steps = (tokens + p.concurrency - 1) / p.concurrency;
   p.decode_s = static_cast<double>(p.decode_steps) * p.decode_step_s;

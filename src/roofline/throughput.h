@@ -7,10 +7,12 @@
 //    P) / ((I − P) + O)). Equal-length requests submitted together run in lockstep waves, so a
 //    wave needs every sequence's full footprint at once (r26: the mean footprint I + O/2 predicted
 //    256 sequences where the cache held 215, and the run preempted 144 times at mean batch 218).
-//  * Decode: N·O tokens in N·O / C steps of batch C, each priced by predict_step (layer 2) at the
-//    mean unique context (I − P) + O/2, plus the shared prefix's KV read once per step: every
-//    sequence's prefix is the same physical blocks, read from HBM once and then hit in L2 (r26:
-//    pricing it per sequence predicted 7.2k tok/s where 9.4k were measured).
+//  * Decode: N·O tokens in N·O / C steps of batch C at the mean context I + O/2, each priced by
+//    predict_step (layer 2), every sequence's whole context read from HBM. With a shared prefix
+//    that is pessimistic: the prefix is the same physical blocks for every sequence of the step,
+//    so after the first read they come from L2 (r27: 9.4k tok/s measured, 7.2k predicted; pricing
+//    the prefix once, as if L2 were free, predicts 18.8k). Pricing L2 needs an L2-bandwidth
+//    ceiling the GPU table does not have yet.
 //  * Prefill: N·(I − P) tokens in steps of max_num_batched_tokens, priced as prefill steps of
 //    budget / (I − P) sequences of I − P tokens (layer 2); the shared prefix once.
 //  * Total time = decode + prefill (a mixed step's prefill chunk and decode rows are priced as if

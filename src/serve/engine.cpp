@@ -242,7 +242,7 @@ std::vector<RequestOutput> Engine::step() {
   if (sched.empty()) {
     // Nothing fits although nothing runs: only possible for a waiting request that needs more
     // blocks than are free with the cache otherwise empty. Fail it rather than spin.
-    if (scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0) {
+    if (sched.preempted.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0) {
       const int64_t id = scheduler_.live().front()->id;
       abort(id);
       outs.insert(outs.end(), aborted_.begin(), aborted_.end());
