@@ -10,6 +10,7 @@
 #include "ceiling/progress.h"
 #include "core/status.h"
 #include "engine/test_model.h"
+#include "hw/measured.h"
 
 namespace ceiling::cli {
 namespace {
@@ -26,6 +27,16 @@ int run(const Args& a) {
   o.out = a.out;
   o.seed = a.seed;
   o.tokenizer_dir = a.tokenizer_dir;
+  // The preset's tokenizer ships in the repository (data/tokenizers/<name>), found at run time
+  // beside the working directory or the binary (build tree or installed prefix), never through a
+  // path compiled in.
+  if (o.tokenizer_dir.empty()) {
+    const std::string rel =
+        "data/tokenizers/" + engine::test_model_preset(a.preset).tokenizer + "/tokenizer.json";
+    const auto found = hw::find_repo_file(rel);
+    if (!found) fail("{} not found beside the working directory or the binary; pass --tokenizer-dir DIR", rel);
+    o.tokenizer_dir = found->parent_path();
+  }
   o.n_threads = a.threads;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("writing " + a.out);
@@ -53,7 +64,7 @@ CEILING_COMMAND(
       sub.add_option("--seed", args->seed, "Weight seed (same seed, same files)");
       sub.add_option("--tokenizer-dir", args->tokenizer_dir,
                      "Directory with tokenizer.json + tokenizer_config.json "
-                     "(default: the preset's tokenizer in the shared data)");
+                     "(default: the preset's tokenizer in the repository's data/tokenizers)");
       sub.add_option("--threads", args->threads, "Fill threads (default: all)");
       return [args] { return run(*args); };
     },
