@@ -51,6 +51,10 @@ check "tiny model files" test -f "$work/tiny/model.safetensors" -a -f "$work/tin
 check "tiny generate --chat" bash -c "'$bin' generate --model '$work/tiny' --prompt hello --chat --system \"be brief\" --max-tokens 8 --temperature 0 >/dev/null 2>&1"
 "$bin" make-test-model --preset tiny-llama --out "$work/tiny2" --seed 3 2>/dev/null
 check "make-test-model deterministic" cmp "$work/tiny/model.safetensors" "$work/tiny2/model.safetensors"
+# From any directory: the tokenizer is found beside the binary, not the working directory.
+mkdir -p "$work/elsewhere"
+(cd "$work/elsewhere" && "$bin" make-test-model --preset tiny-mistral --out here --seed 1 2>/dev/null)
+check "make-test-model from another directory" test -f "$work/elsewhere/here/tokenizer.json"
 
 # 7. The real chat model (scripts/fetch_smollm2.sh; skipped when it was not fetched): a greedy
 # chat answer names the capital.
