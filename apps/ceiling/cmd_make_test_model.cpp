@@ -34,7 +34,9 @@ int run(const Args& a) {
     const std::string rel =
         "data/tokenizers/" + engine::test_model_preset(a.preset).tokenizer + "/tokenizer.json";
     const auto found = hw::find_repo_file(rel);
-    if (!found) fail("{} not found beside the working directory or the binary; pass --tokenizer-dir DIR", rel);
+    if (!found)
+      fail("{} not found beside the working directory or the binary; pass --tokenizer-dir DIR",
+           rel);
     o.tokenizer_dir = found->parent_path();
   }
   o.n_threads = a.threads;

@@ -20,7 +20,8 @@ namespace {
 
 // The preset's tokenizer in the repository's data/tokenizers (the tests never read outside it).
 std::filesystem::path repo_tokenizer(const std::string& preset) {
-  return std::filesystem::path(CEILING_DATA_DIR) / "tokenizers" / test_model_preset(preset).tokenizer;
+  return std::filesystem::path(CEILING_DATA_DIR) / "tokenizers" /
+         test_model_preset(preset).tokenizer;
 }
 
 std::filesystem::path scratch(const std::string& name) {
