@@ -63,7 +63,9 @@ TEST(SmolLM2, FirstStepsMatchTheNumpyForward) {
       std::vector<float> sorted = want;
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
       const auto argmax = std::max_element(got.begin(), got.end()) - got.begin();
-      if (sorted[0] - sorted[1] > 2 * tol) EXPECT_EQ(argmax, greedy[s]) << "step " << s;
+      if (sorted[0] - sorted[1] > 2 * tol) {
+        EXPECT_EQ(argmax, greedy[s]) << "step " << s;
+      }
       ids.push_back(greedy[s]);  // follow the reference's greedy path
     }
   }
