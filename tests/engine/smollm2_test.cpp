@@ -4,9 +4,9 @@
 // prompts, and the greedy tokens. Skips when the model or the reference is absent.
 //
 // Tolerance: both sides compute in fp32 on the same bf16 weights, so they differ only by fp32
-// summation order over 30 layers. Every logit must agree within kAbs + kRel * max|reference|
-// (0.02 + 1e-3 * ~30 = 0.05 logits); the argmax must agree wherever the reference's top-two
-// margin exceeds twice that bound.
+// summation order over 30 layers (measured: max |difference| ~5e-5 logits). Every logit must
+// agree within kAbs + kRel * max|reference| (1e-3 + 1e-4 * ~30 = 4e-3 logits, ~80x the measured
+// difference); the argmax must agree wherever the reference's top-two margin exceeds twice that.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +23,7 @@
 namespace ceiling::engine {
 namespace {
 
-constexpr double kAbs = 0.02, kRel = 1e-3;
+constexpr double kAbs = 1e-3, kRel = 1e-4;
 
 const std::filesystem::path kModel =
     std::filesystem::path(CEILING_SOURCE_DIR) / "models/SmolLM2-135M-Instruct";
