@@ -104,7 +104,7 @@ def kernel_table(name, run):
 
 def tokens_vs_batch_png(gpu, runs, path):
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FuncFormatter
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, model in enumerate(sorted({m for m, _ in runs})):
         pts = sorted((b, r) for (m, b), (_, r) in runs.items() if m == model)
@@ -117,7 +117,7 @@ def tokens_vs_batch_png(gpu, runs, path):
                 label=f"{model} floor (bytes / measured bandwidth)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("batch (sequences decoding together)")
     ax.set_ylabel("tokens/s")
     ax.set_title(f"{gpu.upper()}: decode tokens/s against the memory floor")
