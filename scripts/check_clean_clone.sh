@@ -2,7 +2,8 @@
 # The repository stands alone: a clean clone of HEAD in a fresh temporary directory (no ../shared,
 # no models fetched beside it) configures, builds the cpu preset and passes its ctest suite.
 # Bounded by CEILING_CLONE_CHECK_SECONDS (default 3600). Reuses ccache when it is installed
-# (CCACHE_BASEDIR=/ so the clone's different path still hits the cache of the main build).
+# (CCACHE_BASEDIR = the tree's root, as scripts/build.sh sets it, so the clone's other path still
+# hits the main build's entries, except for the few files that expand a path macro).
 # Usage: scripts/check_clean_clone.sh [JOBS]
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +17,7 @@ cd "$tmp/ceiling"
 [ ! -e ../shared ] || { echo "clean clone: $tmp/shared exists"; exit 1; }
 launcher=()
 if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+  export CCACHE_BASEDIR="$tmp/ceiling" CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 echo "clean clone: $tmp/ceiling ($(git rev-parse --short HEAD)), cpu preset, -j$jobs, limit ${limit}s"

@@ -15,7 +15,7 @@ stage "2/4 building build/$preset/apps/ceiling (first build: ~5 min on 16 cores,
       "CUDA kernels take most of it)"
 launcher=()
 if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake --preset "$preset" "${launcher[@]}" >/dev/null
