@@ -16,8 +16,7 @@ mkdir -p "$stage/apps" "$stage/tests/gpu"
 cp "$build/apps/ceiling" "$stage/apps/"
 if [ $engine = 1 ]; then
   tests="engine_cuda_ops engine_cuda_parity engine_batch"
-  tok=../shared/data/tokenizers/llama3
-  [ -f "$tok/tokenizer.json" ] || tok=$(dirname "$PWD")/shared/data/tokenizers/llama3
+  tok=data/tokenizers/llama3
   mkdir -p "$stage/devdata/llama3"
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$stage/devdata/llama3/"
 else

@@ -26,7 +26,7 @@ function(ceiling_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main ceiling_warnings)
   target_compile_definitions(${name} PRIVATE
     CEILING_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    CEILING_SHARED_DATA_DIR="${PROJECT_SOURCE_DIR}/../shared/data")
+    CEILING_DATA_DIR="${PROJECT_SOURCE_DIR}/data")
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   if(ARG_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")

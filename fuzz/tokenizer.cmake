@@ -2,4 +2,4 @@
 # with real tokenizers (GPT-2 byte-level, TinyLlama byte-fallback) on arbitrary input.
 ceiling_fuzzer(tokenizer SOURCES tokenizer_fuzz.cpp DEPS ceiling_tokenizer)
 target_compile_definitions(fuzz_tokenizer PRIVATE
-  CEILING_SHARED_DATA_DIR="${PROJECT_SOURCE_DIR}/../shared/data")
+  CEILING_DATA_DIR="${PROJECT_SOURCE_DIR}/data")

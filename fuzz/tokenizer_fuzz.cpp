@@ -59,8 +59,8 @@ struct Real {
 };
 
 const Real& real() {
-  static const Real r{Tokenizer::from_dir(CEILING_SHARED_DATA_DIR "/tokenizers/gpt2"),
-                      Tokenizer::from_dir(CEILING_SHARED_DATA_DIR "/tokenizers/tinyllama")};
+  static const Real r{Tokenizer::from_dir(CEILING_DATA_DIR "/tokenizers/gpt2"),
+                      Tokenizer::from_dir(CEILING_DATA_DIR "/tokenizers/tinyllama")};
   return r;
 }
 

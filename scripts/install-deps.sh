@@ -2,7 +2,7 @@
 # Installs what ceiling needs on a fresh Debian/Ubuntu machine (the CUDA toolkit is assumed to be
 # installed already; without it the CPU backend builds alone). Idempotent and quiet when done.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ clang libclang-rt-dev pkg-config nlohmann-json3-dev libcli11-dev
+pkgs=(cmake ninja-build ccache g++ clang libclang-rt-dev pkg-config nlohmann-json3-dev libcli11-dev
       libfmt-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
       python3 python3-pip)
 missing=()

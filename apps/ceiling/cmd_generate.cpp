@@ -14,7 +14,7 @@
 #include "ceiling/command.h"
 #include "ceiling/engine_flags.h"
 #include "core/status.h"
-#include "engine/test_model.h"
+#include "hw/measured.h"
 #include "serve/engine.h"
 #include "serve/prompt.h"
 #include "serve/prompts_file.h"
@@ -25,7 +25,7 @@ namespace ceiling::cli {
 namespace {
 
 struct Args {
-  std::string model = engine::default_model_dir().string();
+  std::string model;  // empty: the bundled stories260K (models/stories260K, found at run time)
   std::optional<std::string> prompt;
   std::string prompts_file, output;
   std::optional<int> max_tokens, top_k, min_tokens;
@@ -108,7 +108,18 @@ std::vector<Job> build_jobs(const Args& a, const Model& model, const Tokenizer& 
   return jobs;
 }
 
-int run(const Args& a) {
+// The bundled model, found beside the working directory or the binary (build tree or installed
+// prefix), never through a path compiled in.
+std::string bundled_model() {
+  const auto found = hw::find_repo_file("models/stories260K/config.json");
+  CEILING_ENSURE(found.has_value(),
+                 "no --model given and the bundled models/stories260K is not beside the working "
+                 "directory or the binary; pass --model DIR");
+  return found->parent_path().string();
+}
+
+int run(Args a) {
+  if (a.model.empty()) a.model = bundled_model();
   CEILING_ENSURE(a.prompt.has_value() != !a.prompts_file.empty(),
                  "generate: give exactly one of --prompt and --prompts-file");
   CEILING_ENSURE(a.output.empty() || !a.prompts_file.empty(),

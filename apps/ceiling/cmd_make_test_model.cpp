@@ -11,6 +11,7 @@
 #include "ceiling/progress.h"
 #include "core/status.h"
 #include "engine/test_model.h"
+#include "hw/measured.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ceiling::cli {
@@ -24,11 +25,8 @@ struct Args {
 
 // Every id of the tokenizer must name a row of the embedding, or `generate` meets ids outside
 // the vocab (the Llama-3 tokenizer has 128256 ids, tiny-llama's vocab 32000).
-void check_tokenizer_fits(const Args& a) {
+void check_tokenizer_fits(const Args& a, const std::filesystem::path& dir) {
   const engine::TestModelPreset preset = engine::test_model_preset(a.preset);
-  const std::filesystem::path dir = a.tokenizer_dir.empty()
-                                        ? engine::default_tokenizer_root() / preset.tokenizer
-                                        : std::filesystem::path(a.tokenizer_dir);
   std::error_code ec;
   if (!std::filesystem::exists(dir / "tokenizer.json", ec)) return;  // make_test_model says so
   const int64_t ids = Tokenizer::from_dir(dir).vocab_size();
@@ -40,12 +38,24 @@ void check_tokenizer_fits(const Args& a) {
 }
 
 int run(const Args& a) {
-  check_tokenizer_fits(a);
   engine::MakeTestModelOptions o;
   o.preset = a.preset;
   o.out = a.out;
   o.seed = a.seed;
   o.tokenizer_dir = a.tokenizer_dir;
+  // The preset's tokenizer ships in the repository (data/tokenizers/<name>), found at run time
+  // beside the working directory or the binary (build tree or installed prefix), never through a
+  // path compiled in.
+  if (o.tokenizer_dir.empty()) {
+    const std::string rel =
+        "data/tokenizers/" + engine::test_model_preset(a.preset).tokenizer + "/tokenizer.json";
+    const auto found = hw::find_repo_file(rel);
+    if (!found)
+      fail("{} not found beside the working directory or the binary; pass --tokenizer-dir DIR",
+           rel);
+    o.tokenizer_dir = found->parent_path();
+  }
+  check_tokenizer_fits(a, o.tokenizer_dir);
   o.n_threads = a.threads;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("writing " + a.out);
@@ -73,7 +83,7 @@ CEILING_COMMAND(
       sub.add_option("--seed", args->seed, "Weight seed (same seed, same files)")->check(kU64);
       sub.add_option("--tokenizer-dir", args->tokenizer_dir,
                      "Directory with tokenizer.json + tokenizer_config.json "
-                     "(default: the preset's tokenizer in the shared data)");
+                     "(default: the preset's tokenizer in the repository's data/tokenizers)");
       sub.add_option("--threads", args->threads, "Fill threads (default: all)")
           ->check(CLI::Range(0, kMaxThreads));
       return [args] { return run(*args); };

@@ -2,6 +2,7 @@
 // op by op, before anything runs (src/roofline, docs/roofline.md). With --rejoin, re-predicts the
 // cases of `ceiling bench kernels` result files with the current per-kernel model instead.
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -125,6 +126,20 @@ std::string shell_quote(const std::string& s) {
   return r + "'";
 }
 
+// Fails (one line) before any work when `out_png` cannot be written: a missing directory or a
+// directory given as the file.
+void check_plot_path(const std::string& out_png) {
+  namespace fs = std::filesystem;
+  const fs::path p(out_png);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    fail("--plot {}: directory '{}' does not exist (create it first)", out_png, dir.string());
+  if (fs::is_directory(p, ec)) fail("--plot {}: is a directory, give a .png file name", out_png);
+  if (access(dir.c_str(), W_OK) != 0)
+    fail("--plot {}: directory '{}' is not writable", out_png, dir.string());
+}
+
 void run_plot(const nlohmann::json& data, const std::string& out_png) {
   auto script = hw::find_repo_file("scripts/plot_roofline.py");
   if (!script) fail("--plot: scripts/plot_roofline.py not found (run from the repository)");
@@ -140,10 +155,15 @@ void run_plot(const nlohmann::json& data, const std::string& out_png) {
   const std::string cmd =
       fmt::format("python3 {} --input {} --output {}", shell_quote(script->string()),
                   shell_quote(tmp.string()), shell_quote(out_png));
-  const int rc = std::system(cmd.c_str());
+  const int status = std::system(cmd.c_str());
   std::error_code ec;
   std::filesystem::remove(tmp, ec);
-  if (rc != 0) fail("--plot: {} failed (exit status {})", script->string(), rc);
+  // std::system returns a wait status: report the script's exit code (or its signal).
+  if (status == -1) fail("--plot: could not start python3");
+  if (WIFSIGNALED(status))
+    fail("--plot: {} killed by signal {}", script->string(), WTERMSIG(status));
+  if (WEXITSTATUS(status) != 0)
+    fail("--plot: {} failed with exit code {}", script->string(), WEXITSTATUS(status));
   fmt::print(stderr, "wrote {}\n", out_png);
 }
 
@@ -215,6 +235,7 @@ int run(const RooflineArgs& a) {
   if (a.ceilings != "datasheet" && a.ceilings != "measured")
     fail("--ceilings must be datasheet or measured (got '{}')", a.ceilings);
 
+  if (!a.plot.empty()) check_plot_path(a.plot);
   const ModelConfig model = resolve_model(a.model);
   roofline::Scenario s;
   s.phase = roofline::parse_phase(a.phase);

@@ -1,12 +1,15 @@
 // ceiling: an LLM inference engine that knows its own speed limit. This file is the process
 // boundary: it parses the command line, runs one subcommand, and turns errors into one line on
-// stderr and a non-zero exit code.
+// stderr and a non-zero exit code: 2 for bad usage (an unknown subcommand or option, a value
+// CLI11 cannot parse), 1 for every other error (ceiling::Error and the rest).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <string>
 
 #include "ceiling/command.h"
 #include "core/status.h"
@@ -18,7 +21,43 @@ std::vector<Command>& registry() {
   return commands;
 }
 
-bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+bool stderr_is_tty() {
+  return isatty(fileno(stderr)) != 0;
+}
+
+namespace {
+
+constexpr int kUsageExit = 2;
+
+// One line for a CLI11 parse error. A first argument that is not an option and names no
+// subcommand gets "unknown subcommand 'x'" with the list (CLI11 would say "A subcommand is
+// required"); other errors keep CLI11's message and point at --help.
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands(std::function<bool(const CLI::App*)>{})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || sub->get_name() == first;
+  }
+  std::fflush(stdout);
+  if (!first.empty() && first[0] != '-' && !known) {
+    fmt::print(stderr, "error: unknown subcommand '{}' (subcommands: {})\n", first, names);
+  } else if (!first.empty() && first[0] == '-' && dynamic_cast<const CLI::RequiredError*>(&e)) {
+    fmt::print(
+        stderr,
+        "error: unknown option '{}' (usage: ceiling SUBCOMMAND [OPTIONS]; subcommands: {})\n",
+        first, names);
+  } else if (argc < 2) {
+    fmt::print(stderr, "error: a subcommand is required ({}); see ceiling --help\n", names);
+  } else {
+    const std::string help = first[0] == '-' ? "ceiling --help" : "ceiling " + first + " --help";
+    fmt::print(stderr, "error: {}; see {}\n", e.what(), help);
+  }
+  return kUsageExit;
+}
+
+}  // namespace
 
 }  // namespace ceiling::cli
 
@@ -29,8 +68,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ceiling 0.1.0");
 
   auto commands = registry();
-  std::sort(commands.begin(), commands.end(),
-            [](const Command& a, const Command& b) { return a.order < b.order || (a.order == b.order && a.name < b.name); });
+  std::sort(commands.begin(), commands.end(), [](const Command& a, const Command& b) {
+    return a.order < b.order || (a.order == b.order && a.name < b.name);
+  });
   std::function<int()> action;
   for (auto& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
@@ -39,8 +79,14 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e, argc, argv);
   }
   try {
     return action ? action() : 0;

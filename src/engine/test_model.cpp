@@ -14,12 +14,6 @@
 #include "model/loader.h"
 #include "model/safetensors_writer.h"
 
-#ifndef CEILING_SHARED_DATA_DIR
-#define CEILING_SHARED_DATA_DIR "shared/data"
-#endif
-#ifndef CEILING_MODELS_DIR
-#define CEILING_MODELS_DIR "models"
-#endif
 
 namespace ceiling::engine {
 
@@ -146,13 +140,6 @@ TestModelPreset test_model_preset(std::string_view name) {
   fail("unknown test-model preset '{}' (known: {})", name, names);
 }
 
-std::filesystem::path default_tokenizer_root() {
-  return std::filesystem::path(CEILING_SHARED_DATA_DIR) / "tokenizers";
-}
-
-std::filesystem::path default_model_dir() {
-  return std::filesystem::path(CEILING_MODELS_DIR) / "stories260K";
-}
 
 std::string model_config_json(const ModelConfig& c) {
   nlohmann::ordered_json j;
@@ -198,8 +185,10 @@ std::string model_config_json(const ModelConfig& c) {
 void make_test_model(const MakeTestModelOptions& o) {
   const TestModelPreset preset = test_model_preset(o.preset);
   const ModelConfig& c = preset.config;
-  const std::filesystem::path tok_dir =
-      o.tokenizer_dir.empty() ? default_tokenizer_root() / preset.tokenizer : o.tokenizer_dir;
+  CEILING_ENSURE(!o.tokenizer_dir.empty(),
+                 "make-test-model: no tokenizer directory given (preset {} uses tokenizer '{}')",
+                 o.preset, preset.tokenizer);
+  const std::filesystem::path& tok_dir = o.tokenizer_dir;
   std::error_code ec;
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     CEILING_ENSURE(std::filesystem::is_regular_file(tok_dir / f, ec),

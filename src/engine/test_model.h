@@ -32,18 +32,13 @@ std::vector<std::string> test_model_preset_names();
 // Throws ceiling::Error naming the known presets for an unknown name.
 TestModelPreset test_model_preset(std::string_view name);
 
-// The default tokenizer root, baked in at compile time (CEILING_SHARED_DATA_DIR/tokenizers).
-std::filesystem::path default_tokenizer_root();
-// The bundled real model, <repo>/models/stories260K (baked in at compile time): the default of
-// `ceiling generate --model`.
-std::filesystem::path default_model_dir();
 
 struct MakeTestModelOptions {
   std::string preset;
   std::filesystem::path out;
   uint64_t seed = 0;
-  // Directory holding tokenizer.json (+ tokenizer_config.json); empty = the preset's tokenizer
-  // under default_tokenizer_root().
+  // Directory holding tokenizer.json + tokenizer_config.json (required; the CLI finds the
+  // preset's tokenizer in the repository's data/tokenizers/<preset.tokenizer>).
   std::filesystem::path tokenizer_dir;
   int n_threads = 0;                      // <= 0: all hardware threads
   uint64_t max_shard_bytes = 5ull << 30;  // models larger than this are sharded

@@ -199,6 +199,10 @@ std::optional<std::filesystem::path> find_repo_file(const std::filesystem::path&
       if (dir == dir.parent_path()) break;
     }
   }
+  if (!exe.empty()) {  // installed: <prefix>/bin/ceiling, <prefix>/share/ceiling/<relative>
+    fs::path candidate = exe.parent_path().parent_path() / "share" / "ceiling" / relative;
+    if (fs::is_regular_file(candidate, ec)) return candidate;
+  }
   return std::nullopt;
 }
 

@@ -92,7 +92,8 @@ struct LineFit {
 LineFit fit_fixed_plus_rate(const std::vector<std::pair<double, double>>& bytes_seconds);
 
 // data/ceilings/<gpu_id>.json: looked up under $CEILING_DATA_DIR (if set), then under `data/`
-// in the current directory and its parents, then beside the running executable and its parents.
+// in the current directory and its parents, then beside the running executable and its parents,
+// then in <prefix>/share/ceiling for an installed <prefix>/bin/ceiling (`cmake --install`).
 // nullopt when no such file exists.
 std::optional<std::filesystem::path> find_measured_ceilings_file(const std::string& gpu_id);
 

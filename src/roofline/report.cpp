@@ -109,6 +109,7 @@ json report_json(const StepReport& r) {
   t["critical_batch"] = r.critical_batch ? json(*r.critical_batch) : json(nullptr);
   j["total"] = std::move(t);
 
+  j["fits"] = fits(r);
   j["memory"] = {{"weights_bytes", r.memory.weights_bytes},
                  {"kv_bytes_per_token", r.memory.kv_bytes_per_token},
                  {"max_sequences", r.memory.max_sequences},
@@ -132,6 +133,25 @@ json report_json(const StepReport& r) {
   return j;
 }
 
+namespace {
+
+std::string not_fit_warning(const StepReport& r) {
+  const Scenario& s = r.scenario;
+  return fmt::format(
+      "WARNING: does not fit: batch {} of {} tokens needs weights {} + KV {}, {} usable on {} "
+      "({} sequences fit): the predicted times and tok/s cannot be reached.\n",
+      s.batch, s.context, human_bytes(r.memory.weights_bytes),
+      human_bytes(r.memory.kv_bytes_per_token * static_cast<double>(s.batch) *
+                  static_cast<double>(s.context)),
+      human_bytes(r.memory.usable_bytes), r.gpu.gpu_id, r.memory.max_sequences);
+}
+
+}  // namespace
+
+bool fits(const StepReport& r) {
+  return r.memory.max_sequences >= r.scenario.batch;
+}
+
 std::string report_table(const StepReport& r) {
   const Scenario& s = r.scenario;
   const GpuCeilings& g = r.gpu;
@@ -145,6 +165,7 @@ std::string report_table(const StepReport& r) {
                   s.batch, s.context, weight_dtype_name(s.weights),
                   s.weights == WeightDtype::kINT4 ? fmt::format(" (group {})", s.group_size) : "",
                   s.w8a8 ? " w8a8" : "", s.kv_dtype == DType::kBF16 ? "bf16" : "fp8");
+  if (!fits(r)) out.insert(out.size() - 1, not_fit_warning(r));
   out += fmt::format("{:<22} {:>4} {:>11} {:>11} {:>9} {:>13} {:>12} {:>12} {:>6}\n", "op", "x",
                      "GFLOP", "MB", "FLOP/B", "limiter", "roofline", "predicted", "share");
   for (const auto& op : r.ops) {
@@ -184,6 +205,7 @@ std::string report_table(const StepReport& r) {
       "tokens fit in {} (after the reserve)\n",
       human_bytes(r.memory.weights_bytes), human_bytes(r.memory.kv_bytes_per_token),
       r.memory.max_sequences, s.context, human_bytes(r.memory.usable_bytes));
+  if (!fits(r)) out += not_fit_warning(r);
   return out;
 }
 
@@ -214,12 +236,21 @@ std::string sweep_table(const std::vector<StepReport>& rs, const std::string& sw
   out +=
       fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14} {:>9} {:>8} {:>13} {:>9}\n", "batch", "context",
                   "roofline", "predicted", "tok/s", "TC util", "HBM util", "limiter", "max seqs");
-  for (const auto& r : rs)
+  int over = 0;
+  for (const auto& r : rs) {
     out +=
-        fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14.1f} {:>8.2f}% {:>7.1f}% {:>13} {:>9}\n",
+        fmt::format("{:>8} {:>8} {:>12} {:>12} {:>14.1f} {:>8.2f}% {:>7.1f}% {:>13} {:>9}{}\n",
                     r.scenario.batch, r.scenario.context, human_time(r.time_roofline_s),
                     human_time(r.time_predicted_s), r.tokens_per_s, 100 * r.tensor_core_utilization,
-                    100 * r.hbm_utilization, limiter_name(r.limiter), r.memory.max_sequences);
+                    100 * r.hbm_utilization, limiter_name(r.limiter), r.memory.max_sequences,
+                    fits(r) ? "" : "  DOES NOT FIT");
+    over += fits(r) ? 0 : 1;
+  }
+  if (over > 0)
+    out += fmt::format(
+        "\nWARNING: {} of {} points do not fit in {} (max seqs < batch): their times and tok/s "
+        "cannot be reached.\n",
+        over, rs.size(), f.gpu.gpu_id);
   return out;
 }
 

@@ -7,6 +7,9 @@
 //   total: {flops, bytes, time_s_roofline, time_s_predicted, tokens_per_s,
 //           tensor_core_utilization, hbm_utilization, limiter, ...}
 //   memory: {weights_bytes, kv_bytes_per_token, max_sequences, ...}
+//   fits:  false when the weights and `batch` sequences of `context` tokens do not fit in the
+//          GPU's memory (max_sequences < batch); the times are then not reachable, and the
+//          table and sweep table say so in a WARNING line.
 // Op flops/bytes/times are totals over the step (the op's count included); utilizations are
 // fractions 0..1.
 #pragma once
@@ -18,6 +21,9 @@
 #include "roofline/model_cost.h"
 
 namespace ceiling::roofline {
+
+// Whether the step's weights and KV cache fit in the GPU's usable memory.
+bool fits(const StepReport& r);
 
 nlohmann::json report_json(const StepReport& r);
 std::string report_table(const StepReport& r);

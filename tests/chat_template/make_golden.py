@@ -26,7 +26,7 @@ import transformers.utils.chat_template_utils as ctu  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "..", "shared", "data", "tokenizers")
+DATA = os.path.join(HERE, "..", "..", "data", "tokenizers")
 OUT = os.path.join(HERE, "golden")
 DATE = "26 Jul 2024"
 

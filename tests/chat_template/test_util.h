@@ -23,7 +23,7 @@ inline std::string golden_path(const std::string& name) {
 }
 
 inline std::string tokenizer_dir(const std::string& name) {
-  return std::string(CEILING_SHARED_DATA_DIR) + "/tokenizers/" + name;
+  return std::string(CEILING_DATA_DIR) + "/tokenizers/" + name;
 }
 
 // Golden files are parsed in order: tojson output depends on key order.

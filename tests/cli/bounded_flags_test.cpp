@@ -71,7 +71,7 @@ TEST(BoundedFlags, DetokenizeIdsAreAFlatListOfIntegers) {
 }
 
 TEST(BoundedFlags, MakeTestModelRefusesATokenizerLargerThanItsVocab) {
-  const std::string llama3 = std::string(CEILING_SHARED_DATA_DIR) + "/tokenizers/llama3";
+  const std::string llama3 = std::string(CEILING_DATA_DIR) + "/tokenizers/llama3";
   if (!std::filesystem::exists(llama3 + "/tokenizer.json")) GTEST_SKIP() << "no " << llama3;
   const std::string out = testing::TempDir() + "ceiling_mtm_mismatch";
   expect_error("make-test-model --preset tiny-llama --tokenizer-dir " + llama3 + " --out " + out,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `ceiling generate` and `ceiling make-test-model` end to end. Usage: cli_test.sh CEILING WORKDIR
-# (run from the repository root, with the shared data beside it).
+# (run from the repository root).
 set -euo pipefail
 bin=$1
 work=$2
 rm -rf "$work"
 mkdir -p "$work"
-expected=../shared/data/models/stories260K/expected_greedy_t0_256steps.txt
+expected=tests/data/stories260K/expected_greedy_t0_256steps.txt
 fails=0
 check() {  # check NAME COMMAND...: runs the command, counts a failure
   if "${@:2}"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
@@ -51,6 +51,22 @@ check "tiny model files" test -f "$work/tiny/model.safetensors" -a -f "$work/tin
 check "tiny generate --chat" bash -c "'$bin' generate --model '$work/tiny' --prompt hello --chat --system \"be brief\" --max-tokens 8 --temperature 0 >/dev/null 2>&1"
 "$bin" make-test-model --preset tiny-llama --out "$work/tiny2" --seed 3 2>/dev/null
 check "make-test-model deterministic" cmp "$work/tiny/model.safetensors" "$work/tiny2/model.safetensors"
+# From any directory: the tokenizer is found beside the binary, not the working directory.
+mkdir -p "$work/elsewhere"
+(cd "$work/elsewhere" && "$bin" make-test-model --preset tiny-mistral --out here --seed 1 2>/dev/null)
+check "make-test-model from another directory" test -f "$work/elsewhere/here/tokenizer.json"
+
+# 7. The real chat model (scripts/fetch_smollm2.sh; skipped when it was not fetched): a greedy
+# chat answer names the capital.
+smol=models/SmolLM2-135M-Instruct
+if [ -f "$smol/model.safetensors" ]; then
+  "$bin" generate --model "$smol" --chat --prompt "What is the capital of France?" --temperature 0 \
+    --max-tokens 48 >"$work/smol.txt" 2>"$work/smol.err" || true
+  echo "SmolLM2: $(cat "$work/smol.txt")"
+  check "SmolLM2 chat answer contains Paris" grep -q "Paris" "$work/smol.txt"
+else
+  echo "skip SmolLM2 chat check: $smol missing (scripts/fetch_smollm2.sh)"
+fi
 
 # 7. Batch input: a JSON Lines file of mixed prompts -> one JSON line each, in order; the result
 #    does not depend on batching, preemption (a tiny KV pool) or prefix caching.

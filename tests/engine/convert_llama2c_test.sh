@@ -5,7 +5,7 @@
 # Usage: convert_llama2c_test.sh WORKDIR (from the repository root). Exit 77 = skipped.
 set -euo pipefail
 work=$1
-src=../shared/data/models/stories260K
+src=tests/data/stories260K
 if ! python3 -c "import numpy" 2>/dev/null; then echo "SKIP: numpy missing"; exit 77; fi
 if [ ! -f "$src/stories260K.bin" ]; then echo "SKIP: $src missing"; exit 77; fi
 rm -rf "$work"

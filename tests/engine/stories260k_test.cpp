@@ -16,8 +16,8 @@ namespace {
 
 const std::filesystem::path kModel =
     std::filesystem::path(CEILING_SOURCE_DIR) / "models/stories260K";
-const std::filesystem::path kExpected = std::filesystem::path(CEILING_SHARED_DATA_DIR) /
-                                        "models/stories260K/expected_greedy_t0_256steps.txt";
+const std::filesystem::path kExpected = std::filesystem::path(CEILING_SOURCE_DIR) /
+                                        "tests/data/stories260K/expected_greedy_t0_256steps.txt";
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

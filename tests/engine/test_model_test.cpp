@@ -18,6 +18,12 @@
 namespace ceiling::engine {
 namespace {
 
+// The preset's tokenizer in the repository's data/tokenizers (the tests never read outside it).
+std::filesystem::path repo_tokenizer(const std::string& preset) {
+  return std::filesystem::path(CEILING_DATA_DIR) / "tokenizers" /
+         test_model_preset(preset).tokenizer;
+}
+
 std::filesystem::path scratch(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() /
            ("ceiling_test_model_" + std::to_string(::getpid()) + "_" + name);
@@ -63,6 +69,7 @@ TEST(TestModel, EveryTinyPresetLoadsAndRuns) {
     o.preset = name;
     o.out = dir;
     o.seed = 11;
+    o.tokenizer_dir = repo_tokenizer(name);
     make_test_model(o);
     const Model m = load_model(dir);
     const TestModelPreset p = test_model_preset(name);
@@ -107,6 +114,7 @@ TEST(TestModel, SameSeedSameFilesOtherSeedOtherWeights) {
   MakeTestModelOptions o;
   o.preset = "tiny-mistral";
   o.seed = 5;
+  o.tokenizer_dir = repo_tokenizer(o.preset);
   o.out = a;
   o.n_threads = 1;
   make_test_model(o);

@@ -60,6 +60,8 @@ TEST_P(Parity, CpuOpsMatchesTransformers) {
   MakeTestModelOptions o;
   o.preset = preset;
   o.out = kWork / preset;
+  o.tokenizer_dir =
+      std::filesystem::path(CEILING_DATA_DIR) / "tokenizers" / test_model_preset(preset).tokenizer;
   o.seed = g.at("seed").get<uint64_t>();
   make_test_model(o);
   const std::string sum = fmt::format("{:016x}", checksum64(o.out / "model.safetensors"));

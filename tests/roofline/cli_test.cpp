@@ -138,3 +138,44 @@ TEST(RooflineCli, RejoinRePredictsAResultFile) {
   expect_error("roofline --rejoin /nonexistent/kernels.json", "cannot open");
   expect_error("roofline --rejoin " + f->string() + " --format csv", "csv");
 }
+
+// A set-up whose weights and KV cache do not fit still gets its times, flagged: a WARNING line in
+// the table, "DOES NOT FIT" on sweep rows, `fits: false` in JSON.
+TEST(RooflineCli, SetUpsThatDoNotFitAreFlagged) {
+  Result r = run("roofline --model llama-3.1-70b --gpu l4 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["fits"], false);
+  r = run("roofline --model llama-3.1-70b --gpu l4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("WARNING: does not fit"), std::string::npos) << r.out;
+  r = run("roofline --model llama-3.1-8b --gpu h100-sxm --format json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["fits"], true);
+  r = run("roofline --model llama-3.1-8b --gpu h100-sxm");
+  EXPECT_EQ(r.out.find("WARNING"), std::string::npos) << r.out;
+  r = run("roofline --model llama-3.1-8b --gpu h100-sxm --context 32768 --sweep batch=1,4096");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("WARNING: 1 of 2 points do not fit"), std::string::npos) << r.out;
+}
+
+TEST(RooflineCli, PlotIntoAMissingDirectoryIsAOneLineError) {
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --plot /nonexistent/dir/roof.png",
+               "does not exist");
+  expect_error("roofline --model llama-3.1-8b --gpu h100-sxm --plot " + testing::TempDir(),
+               "directory");
+}
+
+// Usage errors look like every other error (one "error: " line) and exit 2.
+TEST(Cli, UnknownSubcommandsAndParseErrorsAreOneLineUsageErrors) {
+  expect_error("serve-me", "unknown subcommand 'serve-me'");
+  Result r = run("foo");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("roofline"), std::string::npos) << "lists the subcommands: " << r.err;
+  expect_error("", "subcommand is required");
+  expect_error("roofline --model llama-3.1-8b --batch many", "--batch");
+  EXPECT_EQ(run("roofline --model llama-3.1-8b --batch many").code, 2);
+  expect_error("roofline --no-such-flag", "--no-such-flag");
+  expect_error("--no-such-flag", "--no-such-flag");
+  EXPECT_EQ(run("--help").code, 0);
+  EXPECT_EQ(run("roofline --help").code, 0);
+}

@@ -28,35 +28,9 @@ TOKENIZERS = ["gpt2", "llama3", "qwen2.5", "mistral-7b-instruct-v0.3", "tinyllam
 SEP = "\n----\n"
 
 
-def repaired_merges(model):
-    """Splits "a b" merges whose tokens contain spaces the one way that names vocab tokens.
-
-    HF refuses such files (the shared tinyllama tokenizer.json has them: its NBSP tokens were
-    rewritten as spaces); ceiling resolves them by this same rule, so HF gets pair-form merges.
-    """
-    vocab = model["vocab"]
-    out = []
-    for m in model["merges"]:
-        if isinstance(m, list) or m.count(" ") == 1:
-            out.append(m if isinstance(m, list) else m.split(" "))
-            continue
-        found = [[m[:k], m[k + 1:]] for k in range(1, len(m) - 1)
-                 if m[k] == " " and m[:k] in vocab and m[k + 1:] in vocab and m[:k] + m[k + 1:] in vocab]
-        if len(found) != 1:
-            raise SystemExit(f"merge {m!r} is ambiguous")
-        out.append(found[0])
-    return out
-
-
-def load_hf(path, out_dir, name):
+def load_hf(path):
     with open(path, encoding="utf-8") as f:
         spec = json.load(f)
-    if any(isinstance(m, str) and m.count(" ") > 1 for m in spec["model"]["merges"]):
-        spec["model"]["merges"] = repaired_merges(spec["model"])
-        fixed = os.path.join(out_dir, f"{name}.repaired.tokenizer.json")
-        with open(fixed, "w", encoding="utf-8") as f:
-            json.dump(spec, f, ensure_ascii=False)
-        path = fixed
     return Tokenizer.from_file(path), spec
 
 
@@ -283,9 +257,12 @@ def run_cases(tok, texts, id_lists):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True, help="shared data dir (holds tokenizers/)")
+    ap.add_argument("--data", required=True, help="data dir (holds tokenizers/): the repository's data/")
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--synthetic", required=True, help="dir of small tokenizer.json files")
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
+                    help="also a model directory's tokenizer, when DIR exists (e.g. the fetched "
+                         "SmolLM2); written as NAME.json, listed under \"models\" in index.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--random-strings", type=int, default=600)
     ap.add_argument("--random-ids", type=int, default=300)
@@ -297,10 +274,12 @@ def main():
     corpus = corpus_cases(args.corpus)
     index = []
     real = {}
-    for name in TOKENIZERS:
+    dirs = [(name, os.path.join(args.data, "tokenizers", name)) for name in TOKENIZERS]
+    models = [m.split("=", 1) for m in args.model]
+    models = [(n, d) for n, d in models if os.path.exists(os.path.join(d, "tokenizer.json"))]
+    for name, d in dirs + models:
         t0 = time.time()
-        d = os.path.join(args.data, "tokenizers", name)
-        tok, spec = load_hf(os.path.join(d, "tokenizer.json"), args.out, name)
+        tok, spec = load_hf(os.path.join(d, "tokenizer.json"))
         real[name] = spec
         r = random.Random(f"{seed}:{name}")
         specials = [t["content"] for t in spec.get("added_tokens", [])]
@@ -328,9 +307,9 @@ def main():
             "name": name, "tokenizer_json": path, "tokenizer_config": "", "seed": seed,
             "corpus_cases": len(corpus), "cases": cases, "decode": decodes})
         index.append("variants/" + name)
-    print(f"  {len(index) - len(TOKENIZERS)} variants in {time.time() - t0:.1f}s")
+    print(f"  {len(index) - len(dirs) - len(models)} variants in {time.time() - t0:.1f}s")
     with open(os.path.join(args.out, "index.json"), "w", encoding="utf-8") as f:
-        json.dump({"seed": seed, "results": index}, f)
+        json.dump({"seed": seed, "results": index, "models": [n for n, _ in models]}, f)
     return 0
 
 

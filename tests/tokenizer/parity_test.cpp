@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -172,6 +173,21 @@ TEST(ParityVariants, AllMatchHf) {
     EXPECT_EQ(check_encode(name, e) + check_decode(name, e) + check_stream(name, e), 0) << name;
   }
   EXPECT_GE(variants, 30);
+}
+
+// The real chat model's tokenizer (scripts/fetch_smollm2.sh converts it from the GGUF): skipped
+// when the model was not fetched, so the oracle wrote no result for it.
+TEST(ParityModels, SmolLM2MatchesHf) {
+  std::ifstream in(std::filesystem::path(CEILING_TOKENIZER_PARITY_DIR) / "index.json");
+  ASSERT_TRUE(in) << "index.json missing: run the ctest fixture tokenizer_parity_oracle";
+  const json index = json::parse(in);
+  const json models = index.value("models", json::array());
+  if (std::find(models.begin(), models.end(), "smollm2") == models.end())
+    GTEST_SKIP() << "models/SmolLM2-135M-Instruct missing: run scripts/fetch_smollm2.sh";
+  const Expected& e = expected("smollm2");
+  EXPECT_EQ(check_encode("smollm2", e), 0) << "encode mismatches";
+  EXPECT_EQ(check_decode("smollm2", e), 0) << "decode mismatches";
+  EXPECT_EQ(check_stream("smollm2", e), 0) << "stream mismatches";
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, Parity,

@@ -1,4 +1,4 @@
-// Helpers shared by the tokenizer tests: the real tokenizers in the shared data, and small
+// Helpers shared by the tokenizer tests: the real tokenizers in data/tokenizers, and small
 // tokenizer.json documents built in code.
 #pragma once
 
@@ -10,7 +10,7 @@
 namespace ceiling::test {
 
 inline std::string tokenizer_dir(const std::string& name) {
-  return std::string(CEILING_SHARED_DATA_DIR) + "/tokenizers/" + name;
+  return std::string(CEILING_DATA_DIR) + "/tokenizers/" + name;
 }
 
 // One load per process and name (the large files take a while).

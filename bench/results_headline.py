@@ -1,0 +1,148 @@
+"""The first page of docs/results.md: the latest figures per GPU, each linked to its JSON.
+
+Picks, per GPU, the newest *plain* run of each benchmark: a file name's run tag is `<date>` or
+`<date>r<N>`; tags with letters after the number (`old`, `raw`, `ab`, `b`, `xahead`, ...) are A/B
+pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels.json` only (not
+`_kernels_linear`, `_sampler_kernels`, `rep1`, ...). Decode latency: CUDA graphs on (the `-eager`
+files are the graphs-off comparison).
+"""
+import os
+import re
+import statistics
+
+LATENCY = re.compile(r"^latency-(?P<gpu>[a-z0-9]+)-(?P<date>\d{8})(?:r(?P<r>\d+))?(?P<x>[a-z]*)-"
+                     r"(?P<model>.+?)(?:-b(?P<b>\d+))?(?P<eager>-eager)?\.json$")
+KERNELS = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})(?:r(?P<r>\d+))?(?P<x>[a-z]*)_(?P<gpu>[a-z0-9]+)_kernels\.json$")
+
+
+def run_order(m):
+    return (m["date"].replace("-", ""), int(m["r"] or 0))
+
+
+def link(name):
+    return f"[{name}](../bench/results/{name})"
+
+
+def fmt(v, spec):
+    return "" if not isinstance(v, (int, float)) else format(v, spec)
+
+
+def latest_latency(latency):
+    """{gpu: {(model, batch): (name, run)}} from the plain, graphs-on runs, newest wins."""
+    best = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if not m or m["x"] or m["eager"] or not run.get("cuda_graphs", True):
+            continue
+        key = (run.get("model", m["model"]), int(run.get("batch", m["b"] or 1)))
+        g = best.setdefault(m["gpu"], {})
+        if key not in g or run_order(m) >= run_order(LATENCY.match(g[key][0])):
+            g[key] = (name, run)
+    return best
+
+
+def latest_kernels(kernels):
+    """{gpu: (name, run)}: the newest plain full kernels run per GPU."""
+    best = {}
+    for name, run in kernels:
+        m = KERNELS.match(name)
+        if not m or m["x"]:
+            continue
+        if m["gpu"] not in best or run_order(m) >= run_order(KERNELS.match(best[m["gpu"]][0])):
+            best[m["gpu"]] = (name, run)
+    return best
+
+
+def decode_tables(runs):
+    """Batch 1 per model, then the batch sweep (tokens/s against the floor)."""
+    one = sorted((k, v) for k, v in runs.items() if k[1] == 1)
+    out = ["**Decode at batch 1** (random weights of the named shape, bf16; floor = the step's bytes at the "
+           "read bandwidth measured in the same run; transformers = Hugging Face eager decode, same GPU, same run)",
+           "", "| model | ms/token | tokens/s | % of floor | predicted gap | TTFT ms (prompt) | transformers tok/s "
+           "| speedup | run |", "|" + "---|" * 9]
+    for (model, _), (name, r) in one:
+        base, tps = r.get("baseline_tokens_per_s"), r.get("tokens_per_s")
+        out.append("| " + " | ".join([
+            model, fmt(r.get("ms_per_token"), ".3f"), fmt(tps, ".1f"), fmt(r.get("pct_of_floor"), ".1f"),
+            fmt(r.get("prediction_gap"), ".2f"), f"{fmt(r.get('ttft_ms'), '.2f')} ({r.get('input_len', '')})",
+            fmt(base, ".1f"), fmt(tps / base if base and tps else None, ".1f") + ("x" if base and tps else ""),
+            link(name)]) + " |")
+    sweep = sorted((k, v) for k, v in runs.items())
+    out += ["", "**Decode batch sweep** (tokens/s over all sequences)", "",
+            "| model | batch | ms/step | tokens/s | floor tokens/s | % of floor | run |", "|" + "---|" * 7]
+    for (model, b), (name, r) in sweep:
+        floor = r.get("floor_ms_per_token")
+        out.append("| " + " | ".join([
+            model, str(b), fmt(r.get("ms_per_token"), ".3f"), fmt(r.get("tokens_per_s"), ".0f"),
+            fmt(1e3 * b / floor if floor else None, ".0f"), fmt(r.get("pct_of_floor"), ".1f"), link(name)]) + " |")
+    return out + [""]
+
+
+def kernel_table(name, run):
+    """One row per op of the newest kernels run: how close it comes to its roofline."""
+    by_op = {}
+    for c in run["cases"]:
+        if c.get("dispatched", True) and "time_ms_median" in c:
+            by_op.setdefault(c["op"], []).append(c)
+    out = [f"**Kernels at their roofline** ({len(run['cases'])} cases, {link(name)}; git `{run.get('git_sha')}`; "
+           f"dispatched cases only; medians over each op's shapes)", "",
+           "| kernel | shapes | % of read BW | % of matrix peak | predicted gap | vs PyTorch | checks |",
+           "|" + "---|" * 7]
+
+    def med(cs, key):
+        v = [c[key] for c in cs if isinstance(c.get(key), (int, float))]
+        return statistics.median(v) if v else None
+
+    for op, cs in sorted(by_op.items()):
+        sp = med(cs, "speedup_vs_baseline")
+        out.append("| " + " | ".join([
+            op, str(len(cs)), fmt(med(cs, "pct_read_bw"), ".1f"), fmt(med(cs, "pct_peak_compute"), ".1f"),
+            fmt(med(cs, "gap"), ".2f"), (fmt(sp, ".2f") + "x") if sp else "",
+            "pass" if all(c.get("passed") for c in cs) else "**FAIL**"]) + " |")
+    return out + [""]
+
+
+def tokens_vs_batch_png(gpu, runs, path):
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, model in enumerate(sorted({m for m, _ in runs})):
+        pts = sorted((b, r) for (m, b), (_, r) in runs.items() if m == model)
+        if len(pts) < 2:
+            continue
+        xs = [b for b, _ in pts]
+        col = plt.get_cmap("tab10")(i)
+        ax.plot(xs, [r["tokens_per_s"] for _, r in pts], "o-", color=col, label=f"{model} measured")
+        ax.plot(xs, [1e3 * b / r["floor_ms_per_token"] for b, r in pts], "--", color=col,
+                label=f"{model} floor (bytes / measured bandwidth)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("batch (sequences decoding together)")
+    ax.set_ylabel("tokens/s")
+    ax.set_title(f"{gpu.upper()}: decode tokens/s against the memory floor")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def headline(latency, kernels, img_dir, md_dir, kernel_images):
+    """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
+    lat, ker = latest_latency(latency), latest_kernels(kernels)
+    out = []
+    for gpu in sorted(set(lat) | set(ker)):
+        out += [f"## {gpu.upper()} — latest", ""]
+        if gpu in lat:
+            out += decode_tables(lat[gpu])
+            png = os.path.join(img_dir, f"headline_{gpu}_tokens_vs_batch.png")
+            tokens_vs_batch_png(gpu, lat[gpu], png)
+            out += [f"![tokens/s vs batch]({os.path.relpath(png, md_dir)})", ""]
+        if gpu in ker:
+            name, run = ker[gpu]
+            out += kernel_table(name, run)
+            roof, pred = kernel_images(name, run)
+            out += [f"![kernels on the roofline]({os.path.relpath(roof, md_dir)}) "
+                    f"![predicted vs measured]({os.path.relpath(pred, md_dir)})", ""]
+    return out
