@@ -245,6 +245,7 @@ def main():
     others = []
     latency = []
     kernels = []
+    throughput = []
     for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
         with open(path) as f:
             try:
@@ -255,6 +256,8 @@ def main():
         base = os.path.basename(path)
         if is_latency(run):
             latency.append((base, run))
+        elif isinstance(run, dict) and run.get("tool") == "ceiling bench throughput":
+            throughput.append((base, run))
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
             lines += kernel_section(base, run, img_dir, md_dir)
             kernels.append((base, run))
@@ -267,6 +270,10 @@ def main():
             others.append(f"- `{base}`: not a JSON object")
     if latency:
         lines += latency_section(latency)
+    if throughput:
+        lines += ["## Offline throughput (every run)", ""]
+        for name, run in throughput:
+            lines += [f"### {name}", ""] + results_headline.throughput_table({name: (name, run)})
     if others:
         lines += ["## Other result files", ""] + others + [""]
     history = os.path.join(md_dir, "results-history.md")
@@ -283,7 +290,7 @@ def main():
              "(GPU, driver, clocks, git SHA and the ceilings measured in the same run). A/B pairs, experiments "
              "and every earlier run: [results-history.md](results-history.md). What the predictions mean: "
              "[roofline.md](roofline.md).", ""]
-    first += results_headline.headline(latency, kernels, img_dir, md_dir, images)
+    first += results_headline.headline(latency, kernels, img_dir, md_dir, images, throughput)
     with open(a.out, "w") as f:
         f.write("\n".join(first))
     print(f"wrote {a.out} and {history}")

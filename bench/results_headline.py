@@ -12,6 +12,8 @@ import statistics
 
 LATENCY = re.compile(r"^latency-(?P<gpu>[a-z0-9]+)-(?P<date>\d{8})(?:r(?P<r>\d+))?(?P<x>[a-z]*)-"
                      r"(?P<model>.+?)(?:-b(?P<b>\d+))?(?P<eager>-eager)?\.json$")
+THROUGHPUT = re.compile(r"^throughput-(?P<gpu>[a-z0-9]+)-(?P<date>\d{8})(?:r(?P<r>\d+))?(?P<x>[a-z]*)-"
+                        r"(?P<what>.+)\.json$")
 KERNELS = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})(?:r(?P<r>\d+))?(?P<x>[a-z]*)_(?P<gpu>[a-z0-9]+)_kernels\.json$")
 
 
@@ -39,6 +41,37 @@ def latest_latency(latency):
         if key not in g or run_order(m) >= run_order(LATENCY.match(g[key][0])):
             g[key] = (name, run)
     return best
+
+
+def latest_throughput(throughput):
+    """{gpu: {what: (name, run)}}: the newest plain `bench throughput` run of each workload."""
+    best = {}
+    for name, run in throughput:
+        m = THROUGHPUT.match(name)
+        if not m or m["x"]:
+            continue
+        g = best.setdefault(m["gpu"], {})
+        if m["what"] not in g or run_order(m) >= run_order(THROUGHPUT.match(g[m["what"]][0])):
+            g[m["what"]] = (name, run)
+    return best
+
+
+def throughput_table(runs):
+    """One row per workload: measured against the roofline's prediction of the same workload."""
+    out = ["**Offline throughput** (`ceiling bench throughput`: every request at once, EOS ignored; "
+           "predicted = `roofline/throughput.h` at the run's measured ceilings and KV capacity)", "",
+           "| model | dataset | prompts × in / out | prefix caching | output tok/s | predicted | measured / "
+           "predicted | mean batch | preemptions | prefix hit rate | run |", "|" + "---|" * 11]
+    for what, (name, r) in sorted(runs.items()):
+        pred = r.get("predicted_output_tokens_per_s")
+        tps = r.get("output_tokens_per_s")
+        out.append("| " + " | ".join([
+            str(r.get("model", "")), str(r.get("dataset", "")),
+            f"{r.get('num_prompts', '')} × {r.get('input_len', '')} / {r.get('output_len', '')}",
+            "on" if r.get("engine", {}).get("prefix_caching") else "off", fmt(tps, ".0f"), fmt(pred, ".0f"),
+            fmt(tps / pred if pred and tps else None, ".2f"), fmt(r.get("mean_batch_size"), ".1f"),
+            str(r.get("preemptions", "")), fmt(r.get("prefix_cache_hit_rate"), ".3f"), link(name)]) + " |")
+    return out + [""]
 
 
 def latest_kernels(kernels):
@@ -69,11 +102,13 @@ def decode_tables(runs):
             link(name)]) + " |")
     sweep = sorted((k, v) for k, v in runs.items())
     out += ["", "**Decode batch sweep** (tokens/s over all sequences)", "",
-            "| model | batch | ms/step | tokens/s | floor tokens/s | % of floor | run |", "|" + "---|" * 7]
+            "| model | batch | prompt / output | ms/step | tokens/s | floor tokens/s | % of floor | run |",
+            "|" + "---|" * 8]
     for (model, b), (name, r) in sweep:
         floor = r.get("floor_ms_per_token")
         out.append("| " + " | ".join([
-            model, str(b), fmt(r.get("ms_per_token"), ".3f"), fmt(r.get("tokens_per_s"), ".0f"),
+            model, str(b), f"{r.get('input_len', '')} / {r.get('output_len', '')}",
+            fmt(r.get("ms_per_token"), ".3f"), fmt(r.get("tokens_per_s"), ".0f"),
             fmt(1e3 * b / floor if floor else None, ".0f"), fmt(r.get("pct_of_floor"), ".1f"), link(name)]) + " |")
     return out + [""]
 
@@ -128,12 +163,14 @@ def tokens_vs_batch_png(gpu, runs, path):
     plt.close(fig)
 
 
-def headline(latency, kernels, img_dir, md_dir, kernel_images):
+def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
-    lat, ker = latest_latency(latency), latest_kernels(kernels)
+    lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
     out = []
-    for gpu in sorted(set(lat) | set(ker)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr)):
         out += [f"## {gpu.upper()} — latest", ""]
+        if gpu in thr:
+            out += throughput_table(thr[gpu])
         if gpu in lat:
             out += decode_tables(lat[gpu])
             png = os.path.join(img_dir, f"headline_{gpu}_tokens_vs_batch.png")

@@ -152,19 +152,43 @@ ModelConfig parse_model_config(std::string_view text, const std::string& origin)
 
   ModelConfig c;
   const std::string model_type = get_string(j, "model_type", origin);
-  std::string archs;
-  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() &&
-                                         (*it)[0].is_string())
-    archs = (*it)[0].get<std::string>();
-  if (model_type == "llama" || archs == "LlamaForCausalLM") c.arch = Arch::kLlama;
-  else if (model_type == "mistral" || archs == "MistralForCausalLM") c.arch = Arch::kMistral;
-  else if (model_type == "qwen2" || archs == "Qwen2ForCausalLM") c.arch = Arch::kQwen2;
-  else if (model_type == "qwen3" || archs == "Qwen3ForCausalLM") c.arch = Arch::kQwen3;
-  else
-    fail(
-        "{}: unsupported architecture (model_type {}, architectures {}); supported: llama, "
-        "mistral, qwen2, qwen3",
-        origin, quote_text(model_type, 64), quote_text(archs, 64));
+  // `architectures` names the model class (as vLLM and transformers read it): when present, its
+  // first entry must be a supported causal-LM class — another head on a known base (e.g.
+  // LlamaForSequenceClassification) is a different model. Without it, model_type decides.
+  static constexpr std::pair<const char*, Arch> kClasses[] = {
+      {"LlamaForCausalLM", Arch::kLlama},
+      {"MistralForCausalLM", Arch::kMistral},
+      {"Qwen2ForCausalLM", Arch::kQwen2},
+      {"Qwen3ForCausalLM", Arch::kQwen3}};
+  const std::string supported =
+      "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+  if (auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->empty() || !(*it)[0].is_string())
+      fail("{}: field 'architectures' must be a non-empty list of class names (supported: {})",
+           origin, supported);
+    const std::string cls = (*it)[0].get<std::string>();
+    bool known = false;
+    for (const auto& [name, arch] : kClasses)
+      if (cls == name) {
+        c.arch = arch;
+        known = true;
+      }
+    if (!known)
+      fail("{}: field 'architectures': unsupported architecture {} (supported: {})", origin,
+           quote_text(cls, 64), supported);
+  } else if (model_type == "llama") {
+    c.arch = Arch::kLlama;
+  } else if (model_type == "mistral") {
+    c.arch = Arch::kMistral;
+  } else if (model_type == "qwen2") {
+    c.arch = Arch::kQwen2;
+  } else if (model_type == "qwen3") {
+    c.arch = Arch::kQwen3;
+  } else {
+    fail("{}: field 'model_type': unsupported architecture {} and no 'architectures' (supported: "
+         "llama, mistral, qwen2, qwen3)",
+         origin, quote_text(model_type, 64));
+  }
 
   c.vocab_size = get_positive_int(j, "vocab_size", origin);
   c.hidden_size = get_positive_int(j, "hidden_size", origin);

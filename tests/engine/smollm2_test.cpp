@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu_ops.h"
-#include "engine/generate.h"
+#include "serve/generate.h"
 #include "model/loader.h"
 #include "model/weights.h"
 

@@ -158,6 +158,32 @@ TEST(EngineCudaParity, InMemoryModelsWithLibraryHeadDims) {
   }
 }
 
+// SmolLM2-135M-Instruct's shape (the bundled chat model of scripts/fetch_smollm2.sh, too large to
+// carry to the GPU machine): hidden 576 and MLP 1536 (not multiples of 256), 9 query / 3 KV heads
+// of 64, vocab 49152; 4 of its 30 layers, random weights.
+TEST(EngineCudaParity, SmolLM2Shape) {
+  ENGINE_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  ModelConfig c = testing::small_config(Arch::kLlama);
+  c.name = "smollm2-shape";
+  c.hidden_size = 576;
+  c.intermediate_size = 1536;
+  c.vocab_size = 49152;
+  c.num_layers = 4;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.rope_theta = 100000;
+  c.tie_word_embeddings = true;
+  const auto m = testing::make_random_model(c, DType::kBF16, seed);
+  expect_step_parity(c, m->weights, m->weights, {37, 5, 20}, 16, 10, seed + 1);
+  expect_step_parity(c, m->weights, m->weights, {41}, 16, 12, seed + 2);
+  std::mt19937_64 rng(seed + 3);
+  std::vector<int32_t> prompt(21);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
+  expect_greedy_agreement(c, m->weights, m->weights, prompt, 40);
+}
+
 TEST(EngineCudaParity, Stories260KGreedy256) {
   ENGINE_REQUIRE_GPU();
   const auto dir = repo_path("models/stories260K");

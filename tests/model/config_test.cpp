@@ -141,6 +141,15 @@ TEST(ModelConfig, Errors) {
   const std::vector<Case> cases = {
       {R"({"model_type": "gpt2", )" + base + "}", "unsupported architecture"},
       {R"({"architectures": ["FalconForCausalLM"], )" + base + "}", "unsupported architecture"},
+      // `architectures` names the class: an unknown one, or a known base with another head, is
+      // refused even when model_type is supported (vLLM reads the class).
+      {R"({"model_type": "llama", "architectures": ["NoSuchForCausalLM"], )" + base + "}",
+       "unsupported architecture 'NoSuchForCausalLM' (supported: LlamaForCausalLM"},
+      {R"({"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], )" + base +
+           "}",
+       "unsupported architecture 'LlamaForSequenceClassification'"},
+      {R"({"model_type": "llama", "architectures": [], )" + base + "}",
+       "'architectures' must be a non-empty list"},
       {cfg(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
        "unsupported rope_scaling type 'yarn'"},
       {cfg(R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0})"),
