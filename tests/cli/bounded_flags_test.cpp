@@ -11,29 +11,14 @@
 #include <fstream>
 #include <string>
 
+#include "common/cli_run.h"
+
 namespace {
 
-struct Result {
-  int code = -1;  // exit code; -1 when killed by a signal
-  std::string out, err;
-};
+using Result = ceiling::cli_test::CliResult;
 
 Result run(const std::string& args) {
-  const std::string err_file = testing::TempDir() + "ceiling_bounded_flags_err.txt";
-  const std::string cmd = std::string(CEILING_BIN) + " " + args + " 2>" + err_file;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (FILE* e = fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-    fclose(e);
-  }
-  return r;
+  return ceiling::cli_test::run_cli(CEILING_BIN, args, "bounded_flags");
 }
 
 void expect_error(const std::string& args, const std::string& needle) {

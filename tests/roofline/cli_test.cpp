@@ -8,32 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/cli_run.h"
 #include "hw/measured.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = ceiling::cli_test::CliResult;
 
 Result run(const std::string& args) {
-  const std::string err_file = testing::TempDir() + "ceiling_cli_err.txt";
-  const std::string cmd = std::string(CEILING_BIN) + " " + args + " 2>" + err_file;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (FILE* e = fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-    fclose(e);
-  }
-  return r;
+  return ceiling::cli_test::run_cli(CEILING_BIN, args, "cli");
 }
 
 void expect_error(const std::string& args, const std::string& needle) {
