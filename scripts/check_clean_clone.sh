@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The repository stands alone: a clean clone of HEAD in a fresh temporary directory (no ../shared,
-# no models fetched beside it) configures, builds the cpu preset and passes its ctest suite.
+# The repository stands alone: a clean clone of HEAD in a fresh temporary directory (no shared data
+# folder and no fetched models beside it) configures, builds the cpu preset and passes its ctest suite.
 # Bounded by CEILING_CLONE_CHECK_SECONDS (default 3600). Reuses ccache when it is installed
 # (CCACHE_BASEDIR = the tree's root, as scripts/build.sh sets it, so the clone's other path still
 # hits the main build's entries, except for the few files that expand a path macro).
@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 git clone -q --no-local "$src" "$tmp/ceiling"
 cd "$tmp/ceiling"
-[ ! -e ../shared ] || { echo "clean clone: $tmp/shared exists"; exit 1; }
+[ ! -e "$tmp/shared" ] || { echo "clean clone: $tmp/shared exists"; exit 1; }
 launcher=()
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$tmp/ceiling" CCACHE_NOHASHDIR=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: builds, runs every ctest test (GPU tests skip visibly without a GPU),
 # then builds the libFuzzer targets with clang and runs each for a bounded time.
-# Then proves the repository stands alone: a clean clone with no ../shared builds the cpu preset
+# Then proves the repository stands alone: a clean clone with no shared data folder beside it builds the cpu preset
 # and passes its ctest (scripts/check_clean_clone.sh).
 #   CEILING_FUZZ_SECONDS (default 30) bounds each fuzzer; CEILING_SKIP_FUZZ=1 skips that stage.
 #   CEILING_SKIP_CLONE_CHECK=1 skips the clean-clone stage.

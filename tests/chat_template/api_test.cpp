@@ -14,11 +14,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-ChatTemplateInputs one_user(const std::string& content) {
-  ChatTemplateInputs in;
-  in.messages = ojson::array({{{"role", "user"}, {"content", content}}});
-  return in;
-}
+using test::one_user;
 
 TEST(ChatTemplateApi, PicksNamedTemplates) {
   nlohmann::json cfg = {

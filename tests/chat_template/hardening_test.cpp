@@ -13,13 +13,8 @@
 namespace ceiling {
 namespace {
 
-using ojson = nlohmann::ordered_json;
 
-ChatTemplateInputs one_user() {
-  ChatTemplateInputs in;
-  in.messages = ojson::array({{{"role", "user"}, {"content", "hi"}}});
-  return in;
-}
+using test::one_user;
 
 std::string sets(int lists, int items) {
   std::string src;

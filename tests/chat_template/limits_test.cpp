@@ -12,11 +12,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-ChatTemplateInputs one_user() {
-  ChatTemplateInputs in;
-  in.messages = ojson::array({{{"role", "user"}, {"content", "hi"}}});
-  return in;
-}
+using test::one_user;
 
 // Parses and renders; returns the error text ("" when it rendered).
 std::string error_of(const std::string& src, ChatTemplateLimits limits = {},

@@ -18,6 +18,13 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// One user message (the inputs most template tests render).
+inline ChatTemplateInputs one_user(const std::string& content = "hi") {
+  ChatTemplateInputs in;
+  in.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
+  return in;
+}
+
 inline std::string golden_path(const std::string& name) {
   return std::string(CEILING_SOURCE_DIR) + "/tests/chat_template/golden/" + name;
 }
