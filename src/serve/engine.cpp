@@ -146,9 +146,8 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   CEILING_ENSURE(int64_t{P} + params.max_tokens <= config_.max_model_len,
                  "request: prompt of {} tokens + max_tokens {} = {} exceeds max_model_len {}", P,
                  params.max_tokens, int64_t{P} + params.max_tokens, config_.max_model_len);
-  CEILING_ENSURE(kv_.blocks_for(int64_t{P} + params.max_tokens) <= kv_.num_blocks(),
-                 "request: needs {} KV blocks, the whole cache has {}",
-                 kv_.blocks_for(int64_t{P} + params.max_tokens), kv_.num_blocks());
+  // (Within max_model_len it also fits the cache: ModelRunner refuses a cache that cannot hold
+  // one sequence of max_model_len.)
   cpu::validate(params.sampling);
   for (int32_t id : params.stop_token_ids)
     CEILING_ENSURE(id >= 0 && id < V, "request: stop token id {} outside the vocabulary [0, {})",
@@ -171,31 +170,35 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   return s->id;
 }
 
-RequestOutput Engine::finish(Sequence& seq, FinishReason why) {
-  RequestOutput o;
+void Engine::describe(const Sequence& seq, RequestOutput& o) const {
   o.id = seq.id;
-  if (seq.text && !seq.text->stopped()) o.new_text = seq.text->flush();
-  seq.status = SeqStatus::kFinished;
-  seq.finish = why;
-  seq.times.finished = Clock::now();
-  scheduler_.remove(&seq);
-  o.finished = true;
-  o.finish = why;
-  o.stop_reason = seq.stop_reason;
   o.prompt_tokens = static_cast<int>(seq.prompt.size());
   o.completion_tokens = static_cast<int>(seq.output.size());
   o.cached_tokens = seq.num_cached;
   o.arrival = seq.times.arrival;
   o.first_token = seq.times.first_token;
+}
+
+void Engine::finish(Sequence& seq, FinishReason why, RequestOutput& o) {
+  if (seq.text && !seq.text->stopped()) o.new_text += seq.text->flush();
+  seq.status = SeqStatus::kFinished;
+  seq.finish = why;
+  seq.times.finished = Clock::now();
+  scheduler_.remove(&seq);
+  describe(seq, o);
+  o.finished = true;
+  o.finish = why;
+  o.stop_reason = seq.stop_reason;
   o.finished_at = seq.times.finished;
   ++(why == FinishReason::kAbort ? stats_.aborted : stats_.finished);
-  return o;
 }
 
 bool Engine::abort(int64_t id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return false;
-  aborted_.push_back(finish(*it->second, FinishReason::kAbort));
+  RequestOutput o;
+  finish(*it->second, FinishReason::kAbort, o);
+  aborted_.push_back(std::move(o));
   seqs_.erase(it);
   return true;
 }
@@ -280,26 +283,16 @@ std::vector<RequestOutput> Engine::step() {
       seq.times.first_token = t;
     }
     RequestOutput o;
-    o.id = seq.id;
     const bool stop = check_stop(seq, ids[i], o);
     if (seq.params.logprobs >= 0 && i < lps.size()) {
       seq.logprobs.push_back(lps[i]);
       o.new_logprobs.push_back(lps[i]);
     }
     if (stop) {
-      const FinishReason why = o.finish;
-      RequestOutput f = finish(seq, why);
-      f.new_tokens = std::move(o.new_tokens);
-      f.new_logprobs = std::move(o.new_logprobs);
-      f.new_text = o.new_text + f.new_text;
-      o = std::move(f);
+      finish(seq, o.finish, o);
       done.push_back(seq.id);
     } else {
-      o.prompt_tokens = static_cast<int>(seq.prompt.size());
-      o.completion_tokens = static_cast<int>(seq.output.size());
-      o.cached_tokens = seq.num_cached;
-      o.arrival = seq.times.arrival;
-      o.first_token = seq.times.first_token;
+      describe(seq, o);
     }
     outs.push_back(std::move(o));
   }

@@ -75,8 +75,8 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }
   // Validates and queues a request; returns its id. Throws ceiling::Error (nothing changes) for an
-  // empty prompt, token ids outside the vocabulary, prompt + max_tokens over max_model_len, a
-  // request needing more blocks than the whole cache, bad sampling parameters, or stop strings
+  // empty prompt, token ids outside the vocabulary, prompt + max_tokens over max_model_len, bad
+  // sampling parameters, or stop strings
   // without a tokenizer.
   int64_t add_request(std::vector<int32_t> prompt, RequestParams params);
   // Finishes a request now (reason abort) and returns its blocks; false for an unknown id.
@@ -98,7 +98,10 @@ class Engine {
   std::string kv_summary() const;
 
  private:
-  RequestOutput finish(Sequence& seq, FinishReason why);
+  // Fills o's counts and times from the sequence as of now.
+  void describe(const Sequence& seq, RequestOutput& o) const;
+  // Ends the sequence (text flushed into o.new_text, blocks returned) and fills o's finish fields.
+  void finish(Sequence& seq, FinishReason why, RequestOutput& o);
   bool check_stop(Sequence& seq, int32_t id, RequestOutput& o);
 
   engine::Ops& ops_;
