@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# On the GPU machine: the OpenAI-compatible server under load (issue: `ceiling serve`).
+#  1. A random-weight Llama-3.1-8B-shaped model written there (make-test-model), served by
+#     `ceiling serve --device cuda` on loopback.
+#  2. `ceiling bench serve`: 1000 requests (SERVE_PROMPTS), random 1024 in / 128 out, at
+#     10 requests/s (Poisson) and at rate inf (all at once), streaming /v1/completions.
+#  3. `ceiling bench throughput` on the same workload in process (the server's cost = the gap).
+# Result files: OUTDIR/<kind>-<gpu>-<date>-<what>.json (the bench/results/ format), and the
+# server's log.
+# Usage: bench/run_serve_on_gpu.sh OUTDIR [BUILD_DIR]   (from the repository root)
+# Env: SKIP_RATE10=1, SKIP_INF=1, SKIP_THROUGHPUT=1, SERVE_PROMPTS=1000, PORT=8011,
+#      MODELS_DIR=/tmp/ceiling-engine-models.
+set -uo pipefail
+out=${1:?usage: run_serve_on_gpu.sh OUTDIR [BUILD_DIR]}
+build=${2:-build/engine-dev}
+mkdir -p "$out"
+# shellcheck disable=SC1091
+source scripts/device/env.sh "$build"
+bin="$build/apps/ceiling"
+models=${MODELS_DIR:-/tmp/ceiling-engine-models}
+tok=$build/devdata/llama3
+[ -f "$tok/tokenizer.json" ] || tok=models/stories260K
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' |
+      tr 'A-Z' 'a-z')
+day=$(date -u +%Y%m%d)
+n=${SERVE_PROMPTS:-1000}
+port=${PORT:-8011}
+url=http://127.0.0.1:$port
+status=0
+run() {  # run NAME TIMEOUT CMD...: logs, times, records a failure
+  echo "== $1"
+  local t0=$SECONDS
+  timeout "$2" "${@:3}" || { echo "FAILED: $1"; status=1; }
+  echo "   ($1: $((SECONDS - t0)) s)"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
+
+m8=$models/llama-3.1-8b
+[ -f "$m8/config.json" ] ||
+  run "make-test-model llama-3.1-8b" 300 "$bin" make-test-model --preset llama-3.1-8b \
+    --out "$m8" --tokenizer-dir "$tok"
+
+if [ "${SKIP_RATE10:-0}" != 1 ] || [ "${SKIP_INF:-0}" != 1 ]; then
+  echo "== serve: starting on $url"
+  "$bin" serve --model "$m8" --device cuda --host 127.0.0.1 --port "$port" \
+    --served-model-name llama-3.1-8b >"$out/serve-$gpu-$day-llama-3.1-8b.log" 2>&1 &
+  server=$!
+  up=0
+  for _ in $(seq 1 240); do
+    curl -sf "$url/health" >/dev/null 2>&1 && { up=1; break; }
+    kill -0 $server 2>/dev/null || break
+    sleep 0.5
+  done
+  if [ $up = 1 ]; then
+    for rate in 10 inf; do
+      [ $rate = 10 ] && [ "${SKIP_RATE10:-0}" = 1 ] && continue
+      [ $rate = inf ] && [ "${SKIP_INF:-0}" = 1 ] && continue
+      run "bench serve rate $rate" 300 "$bin" bench serve --base-url "$url" \
+        --endpoint /v1/completions --dataset random --random-input-len 1024 \
+        --random-output-len 128 --num-prompts "$n" --request-rate $rate --seed 0 \
+        --out "$out/serve-$gpu-$day-llama-3.1-8b-rate$rate.json"
+    done
+    curl -s "$url/metrics" >"$out/serve-$gpu-$day-llama-3.1-8b-metrics.txt" || true
+  else
+    echo "FAILED: the server did not come up"; status=1
+  fi
+  kill -TERM $server 2>/dev/null
+  wait $server || { echo "FAILED: server exit status $?"; status=1; }
+  tail -5 "$out/serve-$gpu-$day-llama-3.1-8b.log"
+fi
+
+if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
+  run "throughput 8b random 1024/128" 300 "$bin" bench throughput --model "$m8" --device cuda \
+    --num-prompts "$n" --input-len 1024 --output-len 128 --quick-ceilings \
+    --out "$out/throughput-$gpu-$day-llama-3.1-8b-random-1024-128.json"
+fi
+exit $status
