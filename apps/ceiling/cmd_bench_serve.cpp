@@ -219,8 +219,8 @@ int run_serve_bench(const ServeArgs& a) {
     bodies.push_back(loadgen::build_body(api, model, p, !a.no_ignore_eos));
     expected.push_back(p.expected_prompt_tokens);
   }
-  fmt::print(stderr, "[bench serve] {}{} model {}: {} requests ({}), rate {}, concurrency {}\n",
-             a.base_url, a.endpoint, model, bodies.size(), w.prompt_kind, a.request_rate,
+  fmt::print("[bench serve] {}{} model {}: {} requests ({}), rate {}, concurrency {}\n", a.base_url,
+             a.endpoint, model, bodies.size(), w.prompt_kind, a.request_rate,
              a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
   Progress progress("bench serve");
   rc.on_done = [&progress](int done, int total) {
@@ -239,7 +239,8 @@ int run_serve_bench(const ServeArgs& a) {
       {"base_url", a.base_url},
       {"endpoint", a.endpoint},
       {"model_id", model},
-      {"tokenizer", a.tokenizer.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.tokenizer)},
+      {"tokenizer",
+       a.tokenizer.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.tokenizer)},
       {"dataset", a.dataset},
       {"prompt_kind", w.prompt_kind},
       {"num_prompts", bodies.size()},

@@ -105,9 +105,10 @@ RequestResult Connection::stream(Api api, const std::string& endpoint, const std
   if (acc.failed()) {
     acc.finish(Clock::now());
   } else if (!ok && !acc.done()) {
-    acc.fail(fmt::format("{} {}{}: {} error",
-                         status == 0 ? "cannot connect to" : "connection lost to", origin_,
-                         req.path, httplib::to_string(err)));
+    const char* what = status != 0                         ? "connection lost to"
+                       : err == httplib::Error::Connection ? "cannot connect to"
+                                                           : "no response from";
+    acc.fail(fmt::format("{} {}{}: {} error", what, origin_, req.path, httplib::to_string(err)));
     acc.finish(Clock::now());
   } else if (status != 200) {
     if (error_body.empty()) error_body = res.body.substr(0, kMaxErrorBody);
@@ -124,10 +125,16 @@ RequestResult Connection::stream(Api api, const std::string& endpoint, const std
   return r;
 }
 
+void Connection::open() {
+  (void)cli_->Get(prefix_ + "/v1/models");
+}
+
 std::string Connection::get(const std::string& path) {
   const httplib::Result res = cli_->Get(prefix_ + path);
-  CEILING_ENSURE(res, "bench serve: cannot reach {}{}: {} error", origin_, prefix_ + path,
-                 httplib::to_string(res.error()));
+  CEILING_ENSURE(
+      res, "bench serve: {} {}{}: {} error",
+      res.error() == httplib::Error::Connection ? "cannot connect to" : "no response from", origin_,
+      prefix_ + path, httplib::to_string(res.error()));
   CEILING_ENSURE(res->status == 200, "bench serve: GET {}: {}", prefix_ + path,
                  one_line(error_of_body(res->status, res->body.substr(0, kMaxErrorBody))));
   return res->body;

@@ -38,6 +38,11 @@ class Connection {
   RequestResult stream(Api api, const std::string& endpoint, const std::string& body,
                        Clock::time_point origin);
 
+  // Opens the connection ahead of the load (GET prefix + /v1/models, the answer ignored): a
+  // server with a short listen backlog (cpp-httplib's is 5) drops connections that all arrive at
+  // once, which would show as failed requests that the server never saw.
+  void open();
+
   // GET prefix + path; the body, or throws ceiling::Error naming the status or connection error.
   std::string get(const std::string& path);
 

@@ -24,6 +24,9 @@ RunOutput run_load(const RunConfig& c, const std::vector<std::string>& bodies) {
   std::vector<std::unique_ptr<Connection>> conns;  // made here: a bad URL throws here
   for (int w = 0; w < out.workers; ++w)
     conns.push_back(std::make_unique<Connection>(c.base, c.api_key, c.timeout_s));
+  if (c.preconnect) {
+    for (auto& conn : conns) conn->open();
+  }
   auto worker = [&](Connection& conn) {
     for (;;) {
       int i;

@@ -1,6 +1,7 @@
 // The load: requests released on a Poisson schedule (or all at once) to a fixed pool of worker
 // threads, each with its own keep-alive Connection; the pool's size bounds the requests in
-// flight (--max-concurrency), so no thread is created per request.
+// flight (--max-concurrency), so no thread is created per request. The connections are opened
+// one by one before the clock starts (Connection::open).
 #pragma once
 
 #include <functional>
@@ -24,6 +25,7 @@ struct RunConfig {
   int max_workers = 1024;  // the pool's size without a concurrency limit
   uint64_t seed = 0;
   double timeout_s = 6 * 3600;  // per response, as vLLM's client
+  bool preconnect = true;       // open every connection, one at a time, before the clock starts
   // Called after each request ends with (ended, total); from worker threads, serialized.
   std::function<void(int, int)> on_done;
 };

@@ -23,7 +23,11 @@ inline std::string sse(const nlohmann::json& j) {
 
 class FakeServer {
  public:
-  FakeServer() {
+  // `threads`: the server's pool (one per open keep-alive connection); `keep_alive_max`: requests
+  // per connection before the server closes it. (httplib's default of 5 makes 64 clients
+  // reconnect at once every 5 requests, past its listen backlog of 5: some connections then
+  // stall for a SYN retransmit, 1 s, and fail.)
+  explicit FakeServer(int threads = 160, int keep_alive_max = 1 << 20, int keep_alive_s = 5) {
     svr_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"test-model","object":"model"}]})",
                       "application/json");
@@ -77,11 +81,11 @@ class FakeServer {
     };
     svr_.Post("/v1/completions", handler);
     svr_.Post("/v1/chat/completions", handler);
-    svr_.set_tcp_nodelay(true);
-    // A thread per keep-alive connection (httplib's default pool has 8): 64 clients at once.
-    svr_.new_task_queue = [] {
-      return new httplib::ThreadPool(160);
-    };  // each chunk its own packet, as a real server sends them
+    svr_.set_tcp_nodelay(true);  // each chunk its own packet, as a real server sends them
+    // A thread per open keep-alive connection (httplib's default pool has 8).
+    svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    svr_.set_keep_alive_max_count(keep_alive_max);
+    svr_.set_keep_alive_timeout(keep_alive_s);
     port_ = svr_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
     while (!svr_.is_running()) std::this_thread::sleep_for(1ms);

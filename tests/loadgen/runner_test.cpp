@@ -21,6 +21,7 @@ namespace ceiling::loadgen {
 namespace {
 
 using fake::FakeServer;
+using namespace std::chrono_literals;
 
 std::string completion(std::vector<int32_t> ids, int max_tokens) {
   Prompt p;
@@ -119,6 +120,27 @@ TEST(Runner, FailuresAreCountedNotFatal) {
   EXPECT_EQ(m.completed, 2);
   EXPECT_EQ(m.failed, 3);
   EXPECT_EQ(m.total_output_tokens, 5);
+}
+
+// A server that closes each keep-alive connection after 2 requests: the client reconnects, no
+// request fails.
+TEST(Runner, ServerClosingConnectionsIsNoFailure) {
+  FakeServer s(/*threads=*/4, /*keep_alive_max=*/2);
+  std::vector<std::string> bodies(40, completion({1}, 2));
+  const RunOutput out = run_load(config(s.url(), 4), bodies);
+  for (const RequestResult& r : out.results) EXPECT_TRUE(r.success) << r.error;
+}
+
+// A server that closes idle keep-alive connections (after 1 s): the next request on that
+// connection must not fail.
+TEST(Runner, IdleConnectionClosedByTheServerIsNoFailure) {
+  FakeServer s(/*threads=*/4, /*keep_alive_max=*/100, /*keep_alive_s=*/1);
+  Connection c(parse_base_url(s.url()), "", 10);
+  const std::string body = completion({1}, 2);
+  EXPECT_TRUE(c.stream(Api::kCompletions, "/v1/completions", body, Clock::now()).success);
+  std::this_thread::sleep_for(1500ms);  // the server has closed this connection by now
+  const RequestResult r = c.stream(Api::kCompletions, "/v1/completions", body, Clock::now());
+  EXPECT_TRUE(r.success) << r.error;
 }
 
 TEST(Runner, ConnectionRefused) {
