@@ -14,9 +14,10 @@
 #include <random>
 
 #include "ceiling/command.h"
+#include "core/status.h"
+#ifdef HAVE_CEILING_LOADGEN
 #include "ceiling/flag_check.h"
 #include "ceiling/progress.h"
-#include "core/status.h"
 #include "loadgen/client.h"
 #include "loadgen/request.h"
 #include "loadgen/runner.h"
@@ -26,8 +27,10 @@
 #ifdef HAVE_CEILING_BENCH
 #include "bench/run_info.h"
 #endif
+#endif  // HAVE_CEILING_LOADGEN
 
 namespace ceiling::cli {
+#ifdef HAVE_CEILING_LOADGEN
 namespace {
 
 struct ServeArgs {
@@ -333,5 +336,11 @@ std::function<int()> setup_bench_serve(CLI::App& sub) {
   sub.add_option("--out", a->out, "write the result JSON here");
   return [a] { return run_serve_bench(*a); };
 }
+#else
+std::function<int()> setup_bench_serve(CLI::App& sub) {
+  sub.allow_extras();
+  return []() -> int { fail("bench serve: this ceiling was built without cpp-httplib"); };
+}
+#endif
 
 }  // namespace ceiling::cli
