@@ -39,7 +39,7 @@ struct ServeArgs {
   std::string random_prompt = "auto";
   int random_input_len = 1024, random_output_len = 128, random_vocab_size = 256;
   std::optional<int> num_prompts;
-  int max_concurrency = 0, max_workers = 1024;
+  int max_concurrency = 0, max_workers = 1024, num_warmups = 0;
   double timeout_s = 6 * 3600;
   uint64_t seed = 0;
   bool no_ignore_eos = false;
@@ -225,6 +225,14 @@ int run_serve_bench(const ServeArgs& a) {
   fmt::print("[bench serve] {}{} model {}: {} requests ({}), rate {}, concurrency {}\n", a.base_url,
              a.endpoint, model, bodies.size(), w.prompt_kind, a.request_rate,
              a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
+  if (a.num_warmups > 0) {  // the first prompt, at the same concurrency, before the clock
+    loadgen::RunConfig warm = rc;
+    warm.request_rate = std::numeric_limits<double>::infinity();
+    const loadgen::RunOutput w0 =
+        loadgen::run_load(warm, std::vector<std::string>(a.num_warmups, bodies[0]));
+    const loadgen::Metrics wm = loadgen::compute_metrics(w0.results, {}, w0.duration_s);
+    fmt::print("[bench serve] warm-up: {} requests, {} failed\n", a.num_warmups, wm.failed);
+  }
   Progress progress("bench serve");
   rc.on_done = [&progress](int done, int total) {
     progress.update(static_cast<double>(done) / total, fmt::format("{}/{} requests", done, total));
@@ -256,6 +264,7 @@ int run_serve_bench(const ServeArgs& a) {
       {"workers", run.workers},
       {"seed", a.seed},
       {"ignore_eos", !a.no_ignore_eos},
+      {"num_warmups", a.num_warmups},
   };
   j.update(loadgen::metrics_json(m));
   nlohmann::ordered_json input_lens, output_lens, ttfts, itls, e2els, starts, errors;
@@ -332,6 +341,9 @@ std::function<int()> setup_bench_serve(CLI::App& sub) {
                  "random ids (optional)");
   sub.add_option("--timeout", a->timeout_s, "seconds of silence before a request fails (6 h)")
       ->check(CLI::Range(0.001, 1e6));
+  sub.add_option("--num-warmups", a->num_warmups,
+                 "requests of the first prompt sent before the measured run (default 0)")
+      ->check(CLI::Range(0, 1 << 20));
   sub.add_flag("--no-ignore-eos", a->no_ignore_eos, "do not send ignore_eos: true");
   sub.add_option("--out", a->out, "write the result JSON here");
   return [a] { return run_serve_bench(*a); };

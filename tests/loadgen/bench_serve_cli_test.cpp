@@ -30,7 +30,7 @@ TEST(BenchServeCli, RandomIdsToCompletions) {
   const auto r = run_cli(CEILING_BIN,
                          "bench serve --base-url " + s.url() +
                              " --num-prompts 20 --random-input-len 8 --random-output-len 4 "
-                             "--max-concurrency 4 --seed 3 --out " +
+                             "--max-concurrency 4 --seed 3 --num-warmups 3 --out " +
                              out,
                          "random");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -38,6 +38,7 @@ TEST(BenchServeCli, RandomIdsToCompletions) {
   EXPECT_NE(r.out.find("Mean TTFT (ms):"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("P99 ITL (ms):"), std::string::npos) << r.out;
   const nlohmann::json j = read_json(out);
+  EXPECT_NE(r.out.find("warm-up: 3 requests, 0 failed"), std::string::npos) << r.out;
   EXPECT_EQ(j["model_id"], "test-model");  // the first of GET /v1/models
   EXPECT_EQ(j["completed"], 20);
   EXPECT_EQ(j["failed"], 0);
