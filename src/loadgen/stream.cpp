@@ -55,6 +55,7 @@ void StreamAccumulator::fail(std::string_view why) {
 bool StreamAccumulator::on_event(std::string_view data, Clock::time_point now) {
   if (failed_) return false;
   if (done_) return true;  // nothing counts after [DONE]
+  ++events_;
   if (data == "[DONE]") {
     done_ = true;
     done_at_ = now;
@@ -93,7 +94,9 @@ bool StreamAccumulator::on_event(std::string_view data, Clock::time_point now) {
 void StreamAccumulator::finish(Clock::time_point now) {
   r_.e2el_s = since_sent(done_ ? done_at_ : now);
   if (failed_) return;
-  if (!done_) {
+  if (!done_ && events_ == 0) {
+    fail("the response held no SSE event (a server that ignores stream: true?)");
+  } else if (!done_) {
     fail("the stream ended before data: [DONE]");
   } else if (r_.content_chunks == 0) {
     fail("the stream carried no output chunk");

@@ -45,6 +45,7 @@ class StreamAccumulator {
   RequestResult& r_;
   Clock::time_point sent_, last_;
   Clock::time_point done_at_{};
+  int64_t events_ = 0;
   bool done_ = false, failed_ = false;
 };
 

@@ -94,6 +94,13 @@ TEST(Stream, EndWithoutDoneFails) {
   EXPECT_NEAR(f.r.e2el_s, 0.2, 1e-9);
 }
 
+TEST(Stream, NoEventAtAllFails) {
+  Feed f(Api::kCompletions);
+  f.end(0.2);
+  EXPECT_FALSE(f.r.success);
+  EXPECT_NE(f.r.error.find("no SSE event"), std::string::npos) << f.r.error;
+}
+
 TEST(Stream, DoneWithoutOutputFails) {
   Feed f(Api::kCompletions);
   f.at(0.1, R"({"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":0}})");
