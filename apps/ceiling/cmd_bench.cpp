@@ -16,6 +16,8 @@ namespace ceiling::cli {
 std::function<int()> setup_bench_latency(CLI::App& sub);
 // cmd_bench_throughput.cpp
 std::function<int()> setup_bench_throughput(CLI::App& sub);
+// cmd_bench_serve.cpp
+std::function<int()> setup_bench_serve(CLI::App& sub);
 
 namespace {
 
@@ -54,6 +56,10 @@ const BenchChild kChildren[] = {
      "offline throughput of the engine: every request at once, EOS ignored (as vllm bench "
      "throughput), beside the roofline's prediction of the same workload",
      setup_bench_throughput},
+    {"serve",
+     "online serving load on any OpenAI-compatible server (as vllm bench serve): streamed "
+     "requests at a Poisson rate under a concurrency limit; TTFT, TPOT, ITL, E2EL, throughput",
+     setup_bench_serve},
 };
 
 std::function<int()> setup_bench(CLI::App& app) {
@@ -69,7 +75,8 @@ std::function<int()> setup_bench(CLI::App& app) {
 
 }  // namespace
 
-CEILING_COMMAND("bench", "benchmarks: kernels (vs roofline and ceilings), latency, throughput",
+CEILING_COMMAND("bench",
+                "benchmarks: kernels (vs roofline and ceilings), latency, throughput, serve",
                 setup_bench, 60);
 
 }  // namespace ceiling::cli
