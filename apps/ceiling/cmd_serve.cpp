@@ -9,13 +9,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <thread>
 
 #include "ceiling/command.h"
 #include "ceiling/engine_flags.h"
+#include "core/file_read.h"
 #include "core/status.h"
 #include "serve/async_engine.h"
 #include "serve/prompt.h"
@@ -58,22 +57,19 @@ int run(Args a) {
   fmt::print(stderr, "ceiling serve: listening on http://{}:{} (loading {})\n", a.server.host, port,
              a.model);
 
-  std::optional<serve::AsyncEngine> async;
-  std::optional<serve::Engine> engine;
   try {
     LoadedModel lm = load_on_device(a.model, a.engine);
     const Tokenizer tok = Tokenizer::from_dir(a.model);
     std::optional<ChatTemplate> tmpl;
     if (!a.chat_template.empty()) {
-      tmpl.emplace(ChatTemplate::from_model_dir(a.model, false));  // (checks the dir)
-      std::ifstream f(a.chat_template);
-      CEILING_ENSURE(f.good(), "serve: cannot read --chat-template '{}'", a.chat_template);
-      tmpl.emplace(std::string(std::istreambuf_iterator<char>(f), {}));
+      tmpl.emplace(read_regular_file(a.chat_template, uint64_t{1} << 20));
     } else if (!tok.chat_template().empty()) {
       tmpl.emplace(ChatTemplate::from_model_dir(a.model, false));
     }
     serve::EngineConfig ec = engine_config(a.engine);
     ec.eos_token_ids = serve::eos_token_ids(lm.model, tok);
+    std::optional<serve::Engine> engine;  // (declared after what it uses: destroyed first)
+    std::optional<serve::AsyncEngine> async;
     engine.emplace(*lm.ops, ec, &tok);
     fmt::print(stderr, "{}\n", engine->kv_summary());
     async.emplace(*engine);
