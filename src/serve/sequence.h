@@ -24,12 +24,13 @@ using Clock = std::chrono::steady_clock;
 struct RequestParams {
   cpu::SamplingParams sampling;  // temperature, top-p/k, min-p, penalties, seed
   int max_tokens = 16;           // generated tokens at most (>= 1)
-  int min_tokens = 0;  // before this many tokens: EOS and stop ids masked, stop strings ignored
-  bool ignore_eos = false;              // the engine's EOS ids do not end the request
+  int min_tokens = 0;            // no EOS / stop id (masked) / stop string before this many tokens
+  bool ignore_eos = false;       // the engine's EOS ids do not end the request
   std::vector<int32_t> stop_token_ids;  // extra ids that end it (not reported)
   std::vector<std::string> stop;        // stop strings (need the engine's tokenizer; not emitted)
   int logprobs = -1;                    // -1: none; 0: the sampled token's; k: plus the top k
-  std::vector<cpu::LogitBias> logit_bias;  // OpenAI: (id, bias in [-100, 100]) added to logits
+  // OpenAI logit_bias: (id, bias in [-100, 100]) added to the logits before sampling.
+  std::vector<cpu::LogitBias> logit_bias;
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
