@@ -13,10 +13,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Python tooling for parity tests and plots (PyPI).
+# Python tooling for parity tests, plots and the server tests (openai) (PyPI).
 py=$(command -v python3)
 need_py=()
-for m in numpy tokenizers matplotlib jinja2; do "$py" -c "import $m" 2>/dev/null || need_py+=("$m"); done
+for m in numpy tokenizers matplotlib jinja2 openai; do "$py" -c "import $m" 2>/dev/null || need_py+=("$m"); done
 if ((${#need_py[@]})); then
   echo "installing python packages: ${need_py[*]}"
   "$py" -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements.txt" 2>/dev/null \

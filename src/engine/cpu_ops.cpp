@@ -307,8 +307,8 @@ void CpuOps::sample(const TensorView& logits, std::span<const SampleRequest> req
   const float* lp = f32(logits, "logits");
   for (int64_t r = 0; r < R; ++r) {
     const SampleRequest& q = reqs[r];
-    ids[r] =
-        cpu::sample_token(lp + r * V, static_cast<int>(V), q.params, q.prompt, q.generated, q.u);
+    ids[r] = cpu::sample_token(lp + r * V, static_cast<int>(V), q.params, q.prompt, q.generated,
+                               q.u, q.bias);
   }
 }
 

@@ -44,9 +44,10 @@ struct KvCache {
 // What one logits row needs to become a token (see kernels/cpu/sampling.h for the semantics).
 struct SampleRequest {
   cpu::SamplingParams params;
-  float u = 0.0f;                      // sampling_uniform(params.seed, generated.size())
-  std::span<const int32_t> prompt;     // for repetition_penalty
-  std::span<const int32_t> generated;  // for all penalties
+  float u = 0.0f;                        // sampling_uniform(params.seed, generated.size())
+  std::span<const int32_t> prompt;       // for repetition_penalty
+  std::span<const int32_t> generated;    // for all penalties
+  std::span<const cpu::LogitBias> bias;  // added before the penalties (-Inf masks a token)
 };
 
 // Leading `n` rows of a contiguous view whose first dimension is rows ([N, ...] -> [n, ...]).

@@ -6,7 +6,10 @@
 
 namespace ceiling::serve {
 
-AsyncEngine::AsyncEngine(Engine& engine) : engine_(engine), thread_([this] { loop(); }) {}
+AsyncEngine::AsyncEngine(Engine& engine) : engine_(engine) {
+  publish();
+  thread_ = std::thread([this] { loop(); });
+}
 
 AsyncEngine::~AsyncEngine() {
   shutdown();
@@ -57,6 +60,26 @@ bool AsyncEngine::healthy() const {
 int AsyncEngine::num_in_flight() const {
   std::lock_guard<std::mutex> lock(mu_);
   return in_flight_;
+}
+
+EngineSnapshot AsyncEngine::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot_;
+}
+
+void AsyncEngine::publish() {
+  EngineSnapshot s;
+  s.num_running = engine_.num_running();
+  s.num_waiting = engine_.num_waiting();
+  s.kv_blocks = engine_.kv().num_blocks();
+  s.kv_free_blocks = engine_.kv().num_free();
+  s.kv_usage = engine_.kv().usage();
+  s.prefix_queries = engine_.kv().prefix_queries();
+  s.prefix_hits = engine_.kv().prefix_hits();
+  s.preemptions = engine_.scheduler().num_preemptions();
+  s.steps = engine_.stats().steps;
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot_ = s;
 }
 
 void AsyncEngine::fail_all(const std::string& why) {
@@ -111,7 +134,9 @@ void AsyncEngine::loop() {
       return;
     }
     try {
-      for (const RequestOutput& o : engine_.step()) {
+      std::vector<RequestOutput> outs = engine_.step();
+      publish();  // before the callbacks: a finished request sees its blocks returned
+      for (const RequestOutput& o : outs) {
         auto it = by_id_.find(o.id);
         if (it == by_id_.end()) continue;
         if (it->second.second) it->second.second(o);

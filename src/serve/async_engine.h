@@ -23,6 +23,17 @@
 
 namespace ceiling::serve {
 
+// The engine's gauges and counters as of its last step (for metrics): copied by the engine thread
+// after every step, read by any thread through AsyncEngine::snapshot().
+struct EngineSnapshot {
+  int num_running = 0, num_waiting = 0;
+  int kv_blocks = 0, kv_free_blocks = 0;
+  double kv_usage = 0;                          // fraction of blocks in use
+  int64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+};
+
 class AsyncEngine {
  public:
   using Callback = std::function<void(const RequestOutput&)>;
@@ -44,6 +55,8 @@ class AsyncEngine {
   bool healthy() const;
   // Requests submitted and not finished (thread-safe).
   int num_in_flight() const;
+  // Thread-safe. The engine's state after its last step (or at construction).
+  EngineSnapshot snapshot() const;
 
  private:
   struct Submit {
@@ -54,6 +67,7 @@ class AsyncEngine {
   };
   void loop();
   void fail_all(const std::string& why);  // engine thread
+  void publish();                         // engine thread: snapshot_ <- the engine's state
 
   Engine& engine_;
   mutable std::mutex mu_;
@@ -64,6 +78,7 @@ class AsyncEngine {
   bool healthy_ = true;           // guarded by mu_
   int in_flight_ = 0;             // guarded by mu_
   uint64_t next_key_ = 1;         // guarded by mu_
+  EngineSnapshot snapshot_;       // guarded by mu_
   // Engine thread only.
   std::unordered_map<uint64_t, int64_t> id_of_;
   std::unordered_map<int64_t, std::pair<uint64_t, Callback>> by_id_;

@@ -152,6 +152,12 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   for (int32_t id : params.stop_token_ids)
     CEILING_ENSURE(id >= 0 && id < V, "request: stop token id {} outside the vocabulary [0, {})",
                    id, V);
+  for (const auto& [id, b] : params.logit_bias) {
+    CEILING_ENSURE(id >= 0 && id < V,
+                   "request: logit_bias token id {} outside the vocabulary [0, {})", id, V);
+    CEILING_ENSURE(b >= -100.0f && b <= 100.0f,
+                   "request: logit_bias of token {} must be in [-100, 100] (got {})", id, b);
+  }
   const bool has_stop = std::any_of(params.stop.begin(), params.stop.end(),
                                     [](const std::string& s) { return !s.empty(); });
   CEILING_ENSURE(!has_stop || tokenizer_, "request: stop strings need a tokenizer");
@@ -160,6 +166,12 @@ int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   seq->id = next_id_++;
   seq->prompt = std::move(prompt);
   seq->params = std::move(params);
+  if (seq->params.min_tokens > 0) {
+    seq->min_tokens_mask = seq->params.stop_token_ids;
+    if (!seq->params.ignore_eos)
+      seq->min_tokens_mask.insert(seq->min_tokens_mask.end(), config_.eos_token_ids.begin(),
+                                  config_.eos_token_ids.end());
+  }
   seq->times.arrival = Clock::now();
   if (tokenizer_)
     seq->text = std::make_unique<TextState>(*tokenizer_, seq->prompt, seq->params.stop);
@@ -176,6 +188,7 @@ void Engine::describe(const Sequence& seq, RequestOutput& o) const {
   o.completion_tokens = static_cast<int>(seq.output.size());
   o.cached_tokens = seq.num_cached;
   o.arrival = seq.times.arrival;
+  o.first_scheduled = seq.times.first_scheduled;
   o.first_token = seq.times.first_token;
 }
 

@@ -52,7 +52,7 @@ struct RequestOutput {
   std::string stop_reason;
   std::string error;  // AsyncEngine: why the request failed (finish kAbort)
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
-  Clock::time_point arrival, first_token, finished_at;
+  Clock::time_point arrival, first_scheduled, first_token, finished_at;
 };
 
 struct EngineStats {

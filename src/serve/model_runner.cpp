@@ -110,13 +110,19 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
   if (rows == 0) return result;
   std::vector<engine::SampleRequest> reqs;
   reqs.reserve(static_cast<size_t>(rows));
+  // Per row: the request's logit_bias, plus -Inf on its min_tokens mask while it applies.
+  std::vector<std::vector<cpu::LogitBias>> bias(static_cast<size_t>(rows));
   bool want_lp = false;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     if (row_of[i] < 0) continue;
     const Sequence& q = *out.seqs[i].seq;
+    std::vector<cpu::LogitBias>& b = bias[reqs.size()];
+    b = q.params.logit_bias;
+    if (static_cast<int>(q.output.size()) < q.params.min_tokens)
+      for (int32_t id : q.min_tokens_mask) b.emplace_back(id, -INFINITY);
     reqs.push_back({q.params.sampling,
                     cpu::sampling_uniform(q.params.sampling.seed, q.output.size()), q.prompt,
-                    q.output});
+                    q.output, b});
     want_lp = want_lp || q.params.logprobs >= 0;
   }
   std::vector<int32_t> sampled(static_cast<size_t>(rows));

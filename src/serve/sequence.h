@@ -22,13 +22,15 @@ using Clock = std::chrono::steady_clock;
 
 // What a request asks for beyond the prompt (OpenAI / vLLM semantics).
 struct RequestParams {
-  cpu::SamplingParams sampling;         // temperature, top-p/k, min-p, penalties, seed
-  int max_tokens = 16;                  // generated tokens at most (>= 1)
-  int min_tokens = 0;                   // stop tokens and stop strings are ignored before this
-  bool ignore_eos = false;              // the engine's EOS ids do not end the request
+  cpu::SamplingParams sampling;  // temperature, top-p/k, min-p, penalties, seed
+  int max_tokens = 16;           // generated tokens at most (>= 1)
+  int min_tokens = 0;            // no EOS / stop id (masked) / stop string before this many tokens
+  bool ignore_eos = false;       // the engine's EOS ids do not end the request
   std::vector<int32_t> stop_token_ids;  // extra ids that end it (not reported)
   std::vector<std::string> stop;        // stop strings (need the engine's tokenizer; not emitted)
   int logprobs = -1;                    // -1: none; 0: the sampled token's; k: plus the top k
+  // OpenAI logit_bias: (id, bias in [-100, 100]) added to the logits before sampling.
+  std::vector<cpu::LogitBias> logit_bias;
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
@@ -61,6 +63,9 @@ struct Sequence {
   std::vector<int32_t> block_table;    // physical blocks of positions [b·bs, (b+1)·bs)
   std::vector<uint64_t> block_hashes;  // chained hashes of the full blocks registered so far
   std::vector<TokenLogprob> logprobs;  // one per output token when params.logprobs >= 0
+  // Ids masked (-Inf) while output.size() < params.min_tokens: EOS (unless ignore_eos) and
+  // stop_token_ids, as vLLM's min_tokens.
+  std::vector<int32_t> min_tokens_mask;
   SeqTimes times;
   std::unique_ptr<TextState> text;  // null without a tokenizer
 

@@ -266,5 +266,25 @@ TEST(Sampling, PenaltiesChangeTheGreedyPick) {
   EXPECT_THROW(sample_token(l.data(), 3, p, bad, {}, 0.5f), Error);
 }
 
+TEST(Sampling, LogitBiasAddsBeforePenaltiesAndMasks) {
+  const std::vector<float> l = {3.0f, 2.5f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  const std::vector<LogitBias> down = {{0, -1.0f}};
+  EXPECT_EQ(sample_token(l.data(), 3, p, {}, {}, 0.5f, down), 1);  // 2 < 2.5
+  const std::vector<LogitBias> mask = {{0, -INFINITY}, {1, -INFINITY}};
+  EXPECT_EQ(sample_token(l.data(), 3, p, {}, {}, 0.5f, mask), 2);
+  p.temperature = 1;
+  for (float u : {0.0f, 0.3f, 0.99f})  // masked tokens are never sampled
+    EXPECT_EQ(sample_token(l.data(), 3, p, {}, {}, u, mask), 2);
+  const std::vector<LogitBias> twice = {{2, 2.0f}, {2, 2.0f}};  // repeated ids add up
+  std::vector<float> row = l;
+  apply_logit_bias(row.data(), 3, twice);
+  EXPECT_FLOAT_EQ(row[2], 4.0f);
+  const std::vector<LogitBias> bad = {{3, 1.0f}};
+  EXPECT_THROW(apply_logit_bias(row.data(), 3, bad), Error);
+  EXPECT_EQ(l[0], 3.0f);  // input untouched
+}
+
 }  // namespace
 }  // namespace ceiling::cpu

@@ -3,6 +3,7 @@
 // GPU sampler vs cpu::sample_token (penalties included), error paths, and the latency loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -10,9 +11,9 @@
 #include "core/status.h"
 #include "engine/cpu_ops.h"
 #include "engine/cuda/cuda_ops.h"
-#include "serve/latency_bench.h"
 #include "engine_test_util.h"
 #include "kernels/cpu/sampling.h"
+#include "serve/latency_bench.h"
 #include "test_models.h"
 
 namespace ceiling::engine::gpu_test {
@@ -224,6 +225,14 @@ TEST(EngineCudaOps, SamplerMatchesCpuSampling) {
     reqs[3].params.temperature = 1.5f;
     reqs[3].params.min_p = 0.05f;
     reqs[4].params.temperature = 0.7f;
+    // Logit biases (logit_bias, min_tokens masks): on the greedy row, its argmax masked and
+    // another token pushed; on row 3 a repeated id; row 4 with none.
+    const int32_t top0 =
+        static_cast<int32_t>(std::max_element(host.begin(), host.begin() + V) - host.begin());
+    const std::vector<cpu::LogitBias> bias0 = {{top0, -INFINITY}, {(top0 + 17) % V, 4.0f}};
+    const std::vector<cpu::LogitBias> bias3 = {{11, 3.0f}, {11, 3.0f}, {12, -100.0f}};
+    reqs[0].bias = bias0;
+    reqs[3].bias = bias3;
     for (int r = 0; r < R; ++r) {
       reqs[r].u = cpu::sampling_uniform(rng(), r);
       reqs[r].prompt = prompt;
@@ -231,9 +240,10 @@ TEST(EngineCudaOps, SamplerMatchesCpuSampling) {
     }
     std::vector<int32_t> ids(R, -7);
     gpu.sample(logits, reqs, ids.data());
+    EXPECT_NE(ids[0], top0);
     for (int r = 0; r < R; ++r) {
-      const int32_t want =
-          cpu::sample_token(host.data() + r * V, V, reqs[r].params, prompt, generated, reqs[r].u);
+      const int32_t want = cpu::sample_token(host.data() + r * V, V, reqs[r].params, prompt,
+                                             generated, reqs[r].u, reqs[r].bias);
       agree += ids[r] == want;
       ++total;
     }

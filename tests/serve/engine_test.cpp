@@ -289,6 +289,61 @@ TEST_F(StoriesEngine, LogprobsAreTheLogSoftmaxOfTheLogits) {
 }
 
 // Random in-memory models of each architecture (biases, qk-norm, GQA): batched equals alone.
+TEST_F(StoriesEngine, MinTokensMasksEosAndLogitBiasSteersTheSampler) {
+  const std::vector<int32_t> prompt = tok.encode("Once upon a time", true);
+  Engine plain_engine(ops, config(4, 64, 256, true), &tok);
+  // Greedy's first three tokens; then an engine whose EOS is the first of them.
+  Engine* cur = &plain_engine;
+  auto run = [&](const RequestParams& p) {
+    RequestOutput last;
+    std::vector<int32_t> ids;
+    cur->add_request(prompt, p);
+    while (cur->has_unfinished())
+      for (RequestOutput& o : cur->step()) {
+        ids.insert(ids.end(), o.new_tokens.begin(), o.new_tokens.end());
+        if (o.finished) last = o;
+      }
+    return std::make_pair(ids, last.finish);
+  };
+  const std::vector<int32_t> plain = run(greedy(3)).first;
+  ASSERT_EQ(plain.size(), 3u);
+  EngineConfig c = config(4, 64, 256, true);
+  c.eos_token_ids = {plain[0]};
+  Engine e(ops, c, &tok);
+  cur = &e;
+  EXPECT_EQ(run(greedy(8)), std::make_pair(std::vector<int32_t>{plain[0]}, FinishReason::kStop));
+  // min_tokens = 3 masks that EOS for the first three tokens: none of them is plain[0].
+  RequestParams p = greedy(8);
+  p.min_tokens = 3;
+  const std::vector<int32_t> held = run(p).first;
+  ASSERT_GE(held.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_NE(held[static_cast<size_t>(i)], plain[0]) << i;
+  // The same for a stop token id (with EOS ignored).
+  p = greedy(8);
+  p.ignore_eos = true;
+  p.stop_token_ids = {plain[0]};
+  EXPECT_EQ(run(p).first, std::vector<int32_t>{plain[0]});
+  p.min_tokens = 2;
+  const std::vector<int32_t> held2 = run(p).first;
+  ASSERT_GE(held2.size(), 2u);
+  EXPECT_NE(held2[0], plain[0]);
+  EXPECT_NE(held2[1], plain[0]);
+
+  // logit_bias: -100 on the greedy first token changes it; +100 on a token makes it every pick.
+  cur = &plain_engine;
+  p = greedy(5);
+  p.logit_bias = {{plain[0], -100.0f}};
+  EXPECT_NE(run(p).first[0], plain[0]);
+  p.logit_bias = {{77, 100.0f}};
+  p.sampling.temperature = 0.8f;
+  p.ignore_eos = true;
+  EXPECT_EQ(run(p).first, std::vector<int32_t>(5, 77));
+  p.logit_bias = {{512, 1.0f}};  // outside the vocabulary
+  EXPECT_THROW(e.add_request(prompt, p), Error);
+  p.logit_bias = {{7, 101.0f}};
+  EXPECT_THROW(e.add_request(prompt, p), Error);
+}
+
 TEST(EngineRandomModels, BatchInvarianceAcrossArchitectures) {
   for (Arch arch : {Arch::kLlama, Arch::kQwen2, Arch::kQwen3}) {
     const ModelConfig c = engine::testing::small_config(arch);

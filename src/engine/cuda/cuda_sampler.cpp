@@ -3,7 +3,8 @@
 //    (and copied it to pinned memory), so sample() only waits for the step.
 //  * Anything else: the GPU sampler (kernels/cuda/sampling.h) with the requests' parameters and
 //    uniforms; with penalties, each row's token counts are rebuilt from its prompt and generated
-//    ids (an Ops does not know which sequence a row belongs to between steps).
+//    ids (an Ops does not know which sequence a row belongs to between steps); with logit biases
+//    (logit_bias, min_tokens masks), a copy of the logits gets them added first.
 #include <algorithm>
 
 #include "core/check.h"
@@ -37,10 +38,12 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
                  reqs.size(), R);
   if (R == 0) return;
   bool plain_greedy = true, penalties = false;
+  size_t bias_n = 0;
   for (const SampleRequest& q : reqs) {
     cpu::validate(q.params);
     penalties = penalties || has_penalties(q.params);
-    plain_greedy = plain_greedy && q.params.greedy() && !has_penalties(q.params);
+    plain_greedy = plain_greedy && q.params.greedy() && !has_penalties(q.params) && q.bias.empty();
+    bias_n += q.bias.size();
   }
   if (plain_greedy && graph_logits_ == logits.data && R <= step_logits_) {
     CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -55,6 +58,7 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
     s.out_dev = static_cast<int32_t*>(arena_.allocate(s.rows_cap * sizeof(int32_t)));
     s.out_host = cuda_impl::PinnedBuffer(s.rows_cap * sizeof(int32_t));
     s.counts = nullptr;  // regrown below when needed
+    s.biased = nullptr;
   }
   if (plain_greedy) {
     cuda::argmax(logits.as<float>(), R, V, s.out_dev, stream_).throw_if_error();
@@ -66,7 +70,9 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
     size_t hist_n = 0;
     if (penalties)
       for (const SampleRequest& q : reqs) hist_n += q.prompt.size() + 2 * q.generated.size();
-    const size_t bytes = hist_at + hist_n * sizeof(int32_t);
+    // Then the biases: rows [bias_n], ids [bias_n], values [bias_n].
+    const size_t bias_at = align16(hist_at + hist_n * sizeof(int32_t));
+    const size_t bytes = bias_at + 3 * bias_n * sizeof(int32_t);
     if (bytes > s.upload_cap) {
       s.upload_cap = std::max(bytes, 2 * s.upload_cap);
       s.upload_dev = static_cast<char*>(arena_.allocate(s.upload_cap));
@@ -97,7 +103,35 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
       if (!s.counts)
         s.counts = static_cast<int32_t*>(arena_.allocate(sizeof(int32_t) * V * s.rows_cap));
     }
+    if (bias_n > 0) {
+      auto* b_rows = reinterpret_cast<int32_t*>(h + bias_at);
+      int32_t* b_ids = b_rows + bias_n;
+      auto* b_val = reinterpret_cast<float*>(b_ids + bias_n);
+      size_t k = 0;
+      for (int r = 0; r < R; ++r)
+        for (const auto& [id, b] : reqs[r].bias) {
+          CEILING_ENSURE(id >= 0 && id < V,
+                         "sampling: logit_bias token id {} outside the vocabulary [0, {})", id, V);
+          b_rows[k] = r;
+          b_ids[k] = id;
+          b_val[k++] = b;
+        }
+      if (!s.biased)
+        s.biased = static_cast<float*>(arena_.allocate(sizeof(float) * V * s.rows_cap));
+    }
     CEILING_CUDA_CHECK(cudaMemcpyAsync(s.upload_dev, h, bytes, cudaMemcpyHostToDevice, stream_));
+    const float* sample_logits = logits.as<const float>();
+    if (bias_n > 0) {
+      CEILING_CUDA_CHECK(cudaMemcpyAsync(s.biased, sample_logits,
+                                         sizeof(float) * V * static_cast<size_t>(R),
+                                         cudaMemcpyDeviceToDevice, stream_));
+      const auto* b_rows = reinterpret_cast<const int32_t*>(s.upload_dev + bias_at);
+      cuda::add_logit_bias(s.biased, V, b_rows, b_rows + bias_n,
+                           reinterpret_cast<const float*>(b_rows + 2 * bias_n),
+                           static_cast<int>(bias_n), stream_)
+          .throw_if_error();
+      sample_logits = s.biased;
+    }
     if (penalties) {
       CEILING_CUDA_CHECK(
           cudaMemsetAsync(s.counts, 0, sizeof(int32_t) * V * static_cast<size_t>(R), stream_));
@@ -113,7 +147,7 @@ void CudaOps::sample(const TensorView& logits, std::span<const SampleRequest> re
       }
     }
     cuda::SampleArgs a;
-    a.logits = logits.as<const float>();
+    a.logits = sample_logits;
     a.params = reinterpret_cast<const cuda::GpuSamplingParams*>(s.upload_dev + params_at);
     a.counts = penalties ? s.counts : nullptr;
     a.u = reinterpret_cast<const float*>(s.upload_dev + u_at);

@@ -15,6 +15,7 @@ struct CudaOps::SamplerState {
   int32_t* out_dev = nullptr;
   cuda_impl::PinnedBuffer out_host;
   int32_t* counts = nullptr;  // [rows_cap, V]
+  float* biased = nullptr;    // [rows_cap, V]: a copy of the logits with the rows' biases added
 };
 
 }  // namespace ceiling::engine

@@ -67,6 +67,14 @@ int32_t argmax_row(const float* logits, int V) {
 
 }  // namespace
 
+void apply_logit_bias(float* logits, int V, std::span<const LogitBias> bias) {
+  for (const auto& [id, b] : bias) {
+    CEILING_ENSURE(id >= 0 && id < V,
+                   "sampling: logit_bias token id {} outside the vocabulary [0, {})", id, V);
+    logits[id] += b;
+  }
+}
+
 void apply_penalties(float* logits, int V, const SamplingParams& p, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) {
   check_ids(prompt, V, "prompt");
@@ -142,9 +150,11 @@ int32_t sample_from_logits(const float* logits, int V, const SamplingParams& p, 
 }
 
 int32_t sample_token(const float* logits, int V, const SamplingParams& p,
-                     std::span<const int32_t> prompt, std::span<const int32_t> generated, float u) {
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated, float u,
+                     std::span<const LogitBias> bias) {
   check_row(logits, V);
   std::vector<float> row(logits, logits + V);
+  apply_logit_bias(row.data(), V, bias);
   apply_penalties(row.data(), V, p, prompt, generated);
   return sample_from_logits(row.data(), V, p, u);
 }

@@ -3,7 +3,10 @@
 //
 //  1. Validate: a NaN or +Inf logit is an error (ceiling::Error naming the token); -Inf is a
 //     masked token. At least one logit must be finite.
-//  2. Penalties, on a copy of the row (each skipped at its neutral value):
+//  2. Logit biases, then penalties, on a copy of the row (each skipped at its neutral value):
+//     - bias: a sparse list of (id, b) added to the row, l_id <- l_id + b (OpenAI logit_bias with
+//       b in [-100, 100]; b = -Inf masks the token, as min_tokens does for EOS and stop ids).
+//       Ids outside [0, V) are an error; an id may appear more than once (the biases add up).
 //     - repetition_penalty r (HF style) over the *set* of tokens in prompt + generated:
 //       l <- l > 0 ? l / r : l * r.
 //     - presence_penalty a and frequency_penalty f (OpenAI style) over the *generated* tokens,
@@ -35,6 +38,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 
 namespace ceiling::cpu {
 
@@ -60,15 +64,23 @@ float sampling_uniform(uint64_t seed, uint64_t step);
 // SplitMix64 finalizer (see the file comment).
 uint64_t mix64(uint64_t z);
 
-// Step 2 in place on logits [V]. `prompt` and `generated` are the sequence's token ids so far.
+// A sparse logit bias: (token id, value added to its logit).
+using LogitBias = std::pair<int32_t, float>;
+
+// Step 2's biases in place on logits [V] (ids checked against V).
+void apply_logit_bias(float* logits, int V, std::span<const LogitBias> bias);
+
+// Step 2's penalties in place on logits [V]. `prompt` and `generated` are the sequence's token ids
+// so far.
 void apply_penalties(float* logits, int V, const SamplingParams& p, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated);
 
 // Steps 1 and 3–9 on an already penalized row logits [V] (not modified). `u` in [0, 1).
 int32_t sample_from_logits(const float* logits, int V, const SamplingParams& p, float u);
 
-// All steps: penalties on a copy of logits [V], then sample_from_logits.
+// All steps: biases and penalties on a copy of logits [V], then sample_from_logits.
 int32_t sample_token(const float* logits, int V, const SamplingParams& p,
-                     std::span<const int32_t> prompt, std::span<const int32_t> generated, float u);
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated, float u,
+                     std::span<const LogitBias> bias = {});
 
 }  // namespace ceiling::cpu

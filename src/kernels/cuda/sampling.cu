@@ -1257,6 +1257,16 @@ __global__ void counts_generated_kernel(int32_t* counts, int V, const int32_t* r
   if (id >= 0 && id < V) atomicAdd(&counts[row * V + id], 1);
 }
 
+__global__ void logit_bias_kernel(float* logits, int V, const int32_t* rows, const int32_t* ids,
+                                  const float* bias, int n) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int id = ids[i];
+  if (id >= 0 && id < V) atomicAdd(&logits[static_cast<int64_t>(rows[i]) * V + id], bias[i]);
+}
+
 __device__ uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -1333,6 +1343,15 @@ Status counts_add_generated(int32_t* counts, int V, const int32_t* rows, const i
   if (S == 0) return Status();
   CEILING_CUDA_RETURN(detail::launch_pdl(counts_generated_kernel, dim3(detail::ceil_div(S, 256)),
                                          dim3(256), 0, stream, counts, V, rows, tokens, S));
+  return Status();
+}
+
+Status add_logit_bias(float* logits, int V, const int32_t* rows, const int32_t* ids,
+                      const float* bias, int n, cudaStream_t stream) {
+  if (V <= 0 || n < 0) return Status::error("add_logit_bias: bad V {} n {}", V, n);
+  if (n == 0) return Status();
+  CEILING_CUDA_RETURN(detail::launch_pdl(logit_bias_kernel, dim3(detail::ceil_div(n, 256)),
+                                         dim3(256), 0, stream, logits, V, rows, ids, bias, n));
   return Status();
 }
 

@@ -46,6 +46,11 @@ Status counts_add_prompt(int32_t* counts, int V, int row, const int32_t* ids, in
 Status counts_add_generated(int32_t* counts, int V, const int32_t* rows, const int32_t* tokens,
                             int S, cudaStream_t stream);
 
+// logits[rows[i], ids[i]] += bias[i] for i < n (cpu::apply_logit_bias over a batch; ids outside
+// [0, V) are ignored, the host validates them; repeated ids add up; -Inf masks).
+Status add_logit_bias(float* logits, int V, const int32_t* rows, const int32_t* ids,
+                      const float* bias, int n, cudaStream_t stream);
+
 // u[s] = cpu::sampling_uniform(seeds[s], steps[s]) for s < S.
 Status sampling_uniforms(const uint64_t* seeds, const int64_t* steps, int S, float* u,
                          cudaStream_t stream);
