@@ -52,6 +52,26 @@ if [ "${SKIP_RATE10:-0}" != 1 ] || [ "${SKIP_INF:-0}" != 1 ]; then
     sleep 0.5
   done
   if [ $up = 1 ]; then
+    # The GPU sampler's logit_bias and min_tokens mask, through the server: token 1000 forced at
+    # +100 (greedy), and min_tokens 8 with EOS biased up must still give 8 tokens.
+    python3 - "$url" <<'PY' || { echo "FAILED: CUDA logit_bias / min_tokens smoke"; status=1; }
+import json, sys, urllib.request
+url = sys.argv[1]
+def post(body):
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=60))
+r = post({"model": "llama-3.1-8b", "prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0,
+          "logit_bias": {"1000": 100}, "logprobs": 1})
+toks = r["choices"][0]["logprobs"]["tokens"]
+print("logit_bias +100 on id 1000:", toks)
+assert len(set(toks)) == 1, toks
+eos = 128001
+r = post({"model": "llama-3.1-8b", "prompt": [1, 2, 3], "max_tokens": 16, "temperature": 0,
+          "min_tokens": 8, "logit_bias": {str(eos): 100}})
+print("min_tokens 8, EOS biased up:", r["usage"], r["choices"][0]["finish_reason"])
+assert r["usage"]["completion_tokens"] >= 8, r
+PY
     for rate in 10 inf; do
       [ $rate = 10 ] && [ "${SKIP_RATE10:-0}" = 1 ] && continue
       [ $rate = inf ] && [ "${SKIP_INF:-0}" = 1 ] && continue

@@ -130,7 +130,7 @@ CEILING_COMMAND(
                      "largest request body (413 above; default 4 MiB)")
           ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
       sub.add_option("--max-queued-requests", a->server.max_queued_requests,
-                     "engine requests waiting beyond --max-num-seqs before 429 (default 64)")
+                     "engine requests waiting beyond --max-num-seqs before 429 (default 1024)")
           ->check(CLI::Range(0, 1 << 20));
       sub.add_option("--max-n", a->max_n, "largest n per request (default 16)")
           ->check(CLI::Range(1, 1024));

@@ -29,7 +29,7 @@ struct ServerOptions {
   int port = 8000;  // 0: any free port (see bound_port)
   std::string api_key;
   size_t max_request_bytes = size_t{4} << 20;  // 413 above
-  int max_queued_requests = 64;                // engine requests beyond max_num_seqs; 429 above
+  int max_queued_requests = 1024;              // engine requests beyond max_num_seqs; 429 above
   int max_num_seqs = 256;                      // the engine's
   int http_threads = 0;                        // 0: max_num_seqs + max_queued_requests + 64
   std::string version = "0.1.0";
