@@ -225,11 +225,11 @@ GenerationRequest parse_completion(const json& b, const ModelInfo& m) {
   if (prompt->is_string()) {
     add_text(prompt->get<std::string>());
   } else if (prompt->is_array() && !prompt->empty()) {
-    if (prompt->size() > kMaxPrompts) bad_param("prompt", "at most {} prompts", kMaxPrompts);
     const json& first = prompt->front();
-    if (first.is_number()) {
+    if (first.is_number()) {  // one prompt of token ids (any length up to max_model_len)
       add_ids(*prompt);
     } else {
+      if (prompt->size() > kMaxPrompts) bad_param("prompt", "at most {} prompts", kMaxPrompts);
       for (const json& x : *prompt) {
         if (x.is_string()) {
           add_text(x.get<std::string>());

@@ -90,6 +90,28 @@ TEST(Request, TokenPromptsAndUnsetMaxTokensClipped) {
   EXPECT_EQ(one.prompts.size(), 1u);
 }
 
+// A token-id prompt longer than the cap on prompts per request is one prompt (the cap counts
+// prompts, not tokens); a list of more prompts than the cap is refused.
+TEST(Request, LongTokenPromptIsOnePrompt) {
+  const Fixture f;
+  ModelInfo m = f.info();
+  m.max_model_len = 2048;
+  json ids = json::array();
+  for (int i = 0; i < 1024; ++i) ids.push_back(1 + i % 100);
+  const GenerationRequest r = parse_completion(json{{"prompt", ids}, {"max_tokens", 8}}, m);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].size(), 1024u);
+  json many = json::array();
+  for (int i = 0; i < 257; ++i) many.push_back("a");
+  try {
+    parse_completion(json{{"prompt", many}}, m);
+    ADD_FAILURE() << "257 prompts accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "prompt");
+  }
+}
+
 TEST(Request, ChatRendersTheTemplate) {
   const Fixture f;
   const GenerationRequest r = parse_chat(
