@@ -24,10 +24,14 @@ using Clock = std::chrono::steady_clock;
 
 ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-    default: fail("NcclCommunicator: dtype {} is not supported", dtype_name(t));
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    default:
+      fail("NcclCommunicator: dtype {} is not supported", dtype_name(t));
   }
 }
 
@@ -77,8 +81,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::check_usable() const {
-  CEILING_ENSURE(!aborted_, "tensor parallel rank {}: the NCCL group was aborted: {}", rank_,
-                 why_);
+  CEILING_ENSURE(!aborted_, "tensor parallel rank {}: the NCCL group was aborted: {}", rank_, why_);
 }
 
 void NcclCommunicator::wait(const char* what) {

@@ -419,7 +419,7 @@ void CudaOps::all_reduce_sum(const TensorView& x) {
   CEILING_ENSURE(comm != nullptr, "CudaOps: all_reduce_sum without a communicator");
   const int rows = begin_op(kAllReduce, -1, {x.data}, false, x, kTokens);
   if (!launching()) return;  // a replay: the graph holds the collective
-  TensorView v = x;  // a graph step reduces all B rows of the bucket
+  TensorView v = x;          // a graph step reduces all B rows of the bucket
   v.shape[0] = rows;
   comm->all_reduce_sum(v, stream_);
 }
