@@ -16,6 +16,8 @@ namespace ceiling::cli {
 std::function<int()> setup_bench_latency(CLI::App& sub);
 // cmd_bench_throughput.cpp
 std::function<int()> setup_bench_throughput(CLI::App& sub);
+// cmd_bench_allreduce.cpp
+std::function<int()> setup_bench_allreduce(CLI::App& sub);
 
 namespace {
 
@@ -54,6 +56,10 @@ const BenchChild kChildren[] = {
      "offline throughput of the engine: every request at once, EOS ignored (as vllm bench "
      "throughput), beside the roofline's prediction of the same workload",
      setup_bench_throughput},
+    {"allreduce",
+     "all-reduce latency across this host's GPUs at decode sizes: NCCL beside the one-shot NVLink "
+     "P2P kernel and the roofline's assumption; suggests --custom-all-reduce-max-bytes",
+     setup_bench_allreduce},
 };
 
 std::function<int()> setup_bench(CLI::App& app) {

@@ -32,6 +32,7 @@ struct EngineFlags {
   bool prefix_caching = true;
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
+  int64_t custom_all_reduce_max_bytes = 0;
 };
 
 inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
@@ -62,6 +63,10 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
                  "ranks the model is split over (one thread each; cuda: GPUs 0..N-1, NCCL; "
                  "default 1)")
       ->check(CLI::Range(1, 64));
+  sub.add_option("--custom-all-reduce-max-bytes", f.custom_all_reduce_max_bytes,
+                 "cuda, tensor parallel: all-reduces up to this size take the one-shot NVLink "
+                 "P2P kernel instead of NCCL (default 0: NCCL only; see bench allreduce)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
 }
 
 inline serve::EngineConfig engine_config(const EngineFlags& f) {
@@ -119,6 +124,7 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
     to.world = f.tensor_parallel_size;
     to.device = f.device;
     to.ops = oo;
+    to.custom_all_reduce_max_bytes = static_cast<size_t>(f.custom_all_reduce_max_bytes);
     to.ops.upload_progress = nullptr;  // N ranks upload at once
     if (f.device == "cpu")             // the cores are shared out between the ranks
       to.ops.n_threads = std::max(

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/status.h"
+#include "kernels/cuda/all_reduce.h"
 
 namespace ceiling::dist {
 
@@ -16,6 +17,12 @@ struct NcclState {
   int device = 0;
   float* scratch = nullptr;  // [1] device: the barrier's all-reduce
   cudaStream_t stream = nullptr;
+  // The one-shot P2P all-reduce (custom_max_bytes 0: off).
+  size_t custom_max_bytes = 0;
+  cuda::OneShotPeers peers;      // every rank's staging buffer and flags
+  void* stage = nullptr;         // this rank's (owned)
+  uint32_t* flags = nullptr;     // this rank's (owned)
+  uint32_t* counters = nullptr;  // this rank's epoch counters (owned)
 };
 
 namespace {
@@ -76,6 +83,9 @@ NcclCommunicator::~NcclCommunicator() {
       ncclCommAbort(state_->comm);
   }
   if (state_->scratch) cudaFree(state_->scratch);
+  for (void* p :
+       {state_->stage, static_cast<void*>(state_->flags), static_cast<void*>(state_->counters)})
+    if (p) cudaFree(p);
   if (state_->stream) cudaStreamDestroy(state_->stream);
   cudaSetDevice(prev);
 }
@@ -91,7 +101,34 @@ void NcclCommunicator::wait(const char* what) {
   }
 }
 
+std::string NcclCommunicator::name() const {
+  return state_->custom_max_bytes ? fmt::format("nccl+custom<={}", state_->custom_max_bytes)
+                                  : "nccl";
+}
+
+size_t NcclCommunicator::custom_max_bytes() const {
+  return state_->custom_max_bytes;
+}
+
 void NcclCommunicator::all_reduce_sum(const TensorView& x, void* stream) {
+  if (x.nbytes() <= state_->custom_max_bytes && (x.dtype == DType::kF32 || x.dtype == DType::kBF16))
+    all_reduce_custom(x, stream);
+  else
+    all_reduce_nccl(x, stream);
+}
+
+void NcclCommunicator::all_reduce_custom(const TensorView& x, void* stream) {
+  check_usable();
+  check_device_view(x, "all_reduce_sum buffer");
+  CEILING_ENSURE(x.nbytes() <= state_->custom_max_bytes,
+                 "NcclCommunicator: {} bytes do not fit the custom all-reduce's {} (off: 0)",
+                 x.nbytes(), state_->custom_max_bytes);
+  cuda::one_shot_all_reduce(x.data, x.dtype, x.numel(), rank_, world_, state_->peers,
+                            state_->counters, static_cast<cudaStream_t>(stream))
+      .throw_if_error();
+}
+
+void NcclCommunicator::all_reduce_nccl(const TensorView& x, void* stream) {
   check_usable();
   check_device_view(x, "all_reduce_sum buffer");
   const ncclResult_t r =
@@ -151,8 +188,53 @@ void NcclCommunicator::abort(const std::string& why) {
   ncclCommAbort(state_->comm);  // also ends this rank's kernels that wait for peers
 }
 
+namespace {
+
+// The one-shot all-reduce's memory on every GPU, peers enabled; false (nothing kept) when some
+// pair of GPUs has no P2P access.
+bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_bytes) {
+  const int world = static_cast<int>(states.size());
+  if (world > cuda::kOneShotMaxRanks) return false;
+  for (int a = 0; a < world; ++a)
+    for (int b = 0; b < world; ++b) {
+      int ok = 0;
+      if (a != b && (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)) return false;
+    }
+  for (int r = 0; r < world; ++r) {
+    NcclState& s = *states[static_cast<size_t>(r)];
+    CEILING_CUDA_CHECK(cudaSetDevice(r));
+    for (int q = 0; q < world; ++q) {
+      if (q == r) continue;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(q, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+      } else {
+        CEILING_CUDA_CHECK(e);
+      }
+    }
+    CEILING_CUDA_CHECK(cudaMalloc(&s.stage, max_bytes));
+    CEILING_CUDA_CHECK(cudaMalloc(&s.flags, cuda::kOneShotFlagWords * sizeof(uint32_t)));
+    CEILING_CUDA_CHECK(cudaMalloc(&s.counters, cuda::kOneShotMaxBlocks * sizeof(uint32_t)));
+    CEILING_CUDA_CHECK(cudaMemset(s.flags, 0, cuda::kOneShotFlagWords * sizeof(uint32_t)));
+    CEILING_CUDA_CHECK(cudaMemset(s.counters, 0, cuda::kOneShotMaxBlocks * sizeof(uint32_t)));
+  }
+  for (int r = 0; r < world; ++r) {
+    NcclState& s = *states[static_cast<size_t>(r)];
+    for (int q = 0; q < world; ++q) {
+      s.peers.stage[q] = states[static_cast<size_t>(q)]->stage;
+      s.peers.flags[q] = states[static_cast<size_t>(q)]->flags;
+    }
+    s.custom_max_bytes = max_bytes;
+    CEILING_CUDA_CHECK(cudaSetDevice(r));
+    CEILING_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets, before any peer reads
+  }
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
-    int world, std::chrono::milliseconds timeout) {
+    int world, std::chrono::milliseconds timeout, size_t custom_max_bytes) {
   int count = 0;
   CEILING_CUDA_CHECK(cudaGetDeviceCount(&count));
   CEILING_ENSURE(world >= 1 && world <= count,
@@ -189,6 +271,7 @@ std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
       fail("NCCL start-up of {} ranks did not finish within {} ms", world, timeout.count());
     }
   }
+  if (custom_max_bytes > 0 && world > 1) setup_custom(states, custom_max_bytes);
   std::vector<std::unique_ptr<engine::Communicator>> out;
   for (int r = 0; r < world; ++r) {
     NcclState& s = *states[static_cast<size_t>(r)];

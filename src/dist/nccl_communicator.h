@@ -27,7 +27,7 @@ class NcclCommunicator final : public engine::Communicator {
                    std::chrono::milliseconds timeout);
   ~NcclCommunicator() override;
 
-  std::string name() const override { return "nccl"; }
+  std::string name() const override;  // "nccl", or "nccl+custom<=BYTES"
   int rank() const override { return rank_; }
   int world() const override { return world_; }
 
@@ -37,6 +37,14 @@ class NcclCommunicator final : public engine::Communicator {
   void broadcast(const TensorView& x, int root, void* stream) override;
   void barrier() override;
   void abort(const std::string& why) override;
+
+  // The two all-reduce paths (all_reduce_sum picks by size; the benchmark times each).
+  void all_reduce_nccl(const TensorView& x, void* stream);
+  // The one-shot P2P kernel (kernels/cuda/all_reduce.h); throws unless the group has it and x
+  // fits its staging buffers.
+  void all_reduce_custom(const TensorView& x, void* stream);
+  // Messages up to this many bytes take the custom path (0: it is off).
+  size_t custom_max_bytes() const;
 
  private:
   void wait(const char* what);  // polls ncclCommGetAsyncError until done, with the deadline
@@ -51,8 +59,10 @@ class NcclCommunicator final : public engine::Communicator {
 
 // Communicators of ranks 0..world-1 on GPUs 0..world-1. Throws ceiling::Error when the machine
 // has fewer GPUs, or NCCL cannot start within `timeout`. The calling thread's current device is
-// left as it was.
+// left as it was. custom_max_bytes > 0: all-reduces up to that size take the one-shot P2P kernel
+// (`ceiling bench allreduce` measures where it beats NCCL), when every pair of GPUs has P2P
+// access; otherwise (and for larger messages) NCCL.
 std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
-    int world, std::chrono::milliseconds timeout);
+    int world, std::chrono::milliseconds timeout, size_t custom_max_bytes = 0);
 
 }  // namespace ceiling::dist

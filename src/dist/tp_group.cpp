@@ -43,7 +43,8 @@ namespace {
 std::vector<std::unique_ptr<engine::Communicator>> make_comms(const TpOptions& o) {
   if (o.device == "cpu") return make_cpu_communicators(o.world, o.timeout);
 #if defined(HAVE_CEILING_NCCL)
-  if (o.device == "cuda") return make_nccl_communicators(o.world, o.timeout);
+  if (o.device == "cuda")
+    return make_nccl_communicators(o.world, o.timeout, o.custom_all_reduce_max_bytes);
 #endif
   fail("--tensor-parallel-size {} on device '{}': this build has no communicator for it{}", o.world,
        o.device, o.device == "cuda" ? " (it needs the CUDA toolkit's NCCL at build time)" : "");

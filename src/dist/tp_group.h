@@ -33,6 +33,9 @@ struct TpOptions {
   std::string device = "cpu";  // "cpu" (CpuCommunicator) or "cuda" (NCCL, rank r on GPU r)
   engine::OpsOptions ops;      // per rank; device_index is set to the rank
   std::chrono::milliseconds timeout = std::chrono::minutes(10);  // a collective's wait at most
+  // cuda: all-reduces up to this many bytes take the one-shot P2P kernel instead of NCCL (0: off;
+  // `ceiling bench allreduce` measures the crossover).
+  size_t custom_all_reduce_max_bytes = 0;
   // Optional: builds rank r's Ops (called on rank r's thread); default engine::make_ops.
   std::function<std::unique_ptr<engine::Ops>(int rank)> make_ops;
 };
