@@ -40,68 +40,79 @@ constexpr bool kHaveNccl = true;
 constexpr bool kHaveNccl = false;
 #endif
 
+// Both paths: NCCL and the one-shot P2P kernel (bit for bit the same on 2 ranks: one addition).
 TEST(NcclCommunicator, AllReduceMatchesHostSum) {
   REQUIRE_GPUS(2);
 #if defined(HAVE_CEILING_NCCL)
-  auto comms = make_nccl_communicators(2, std::chrono::seconds(60));
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{16384}, int64_t{131072}}) {
-      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " n " << n);
-      std::vector<std::vector<float>> in(2, std::vector<float>(static_cast<size_t>(n)));
-      std::mt19937 rng(static_cast<uint32_t>(n));
-      std::normal_distribution<float> nd;
-      for (auto& v : in)
-        for (auto& x : v) x = dt == DType::kBF16 ? bf16_to_f32(f32_to_bf16(nd(rng))) : nd(rng);
-      std::vector<std::vector<float>> out(2);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 2; ++r)
-        threads.emplace_back([&, r] {
-          cudaSetDevice(r);
-          const size_t e = dtype_bytes(dt, 1), bytes = e * static_cast<size_t>(n);
-          std::vector<uint16_t> h16(static_cast<size_t>(n));
-          const void* src = in[static_cast<size_t>(r)].data();
-          if (dt == DType::kBF16) {
-            for (int64_t i = 0; i < n; ++i) h16[i] = f32_to_bf16(in[static_cast<size_t>(r)][i]);
-            src = h16.data();
+  auto comms = make_nccl_communicators(2, std::chrono::seconds(60), size_t{1} << 20);
+  auto& c0 = dynamic_cast<NcclCommunicator&>(*comms[0]);
+  if (c0.custom_max_bytes() == 0) std::cout << "no P2P between GPU 0 and 1: custom path untested\n";
+  for (int path = 0; path < (c0.custom_max_bytes() ? 2 : 1); ++path)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{16384}, int64_t{131072}}) {
+        SCOPED_TRACE(testing::Message()
+                     << (path ? "custom " : "nccl ") << dtype_name(dt) << " n " << n);
+        std::vector<std::vector<float>> in(2, std::vector<float>(static_cast<size_t>(n)));
+        std::mt19937 rng(static_cast<uint32_t>(n));
+        std::normal_distribution<float> nd;
+        for (auto& v : in)
+          for (auto& x : v) x = dt == DType::kBF16 ? bf16_to_f32(f32_to_bf16(nd(rng))) : nd(rng);
+        std::vector<std::vector<float>> out(2);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < 2; ++r)
+          threads.emplace_back([&, r] {
+            cudaSetDevice(r);
+            const size_t e = dtype_bytes(dt, 1), bytes = e * static_cast<size_t>(n);
+            std::vector<uint16_t> h16(static_cast<size_t>(n));
+            const void* src = in[static_cast<size_t>(r)].data();
+            if (dt == DType::kBF16) {
+              for (int64_t i = 0; i < n; ++i) h16[i] = f32_to_bf16(in[static_cast<size_t>(r)][i]);
+              src = h16.data();
+            }
+            void* d = nullptr;
+            cudaStream_t s = nullptr;
+            cudaMalloc(&d, bytes);
+            cudaStreamCreate(&s);
+            cudaMemset(d, 0xff, bytes);  // poison
+            cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+            auto& comm = dynamic_cast<NcclCommunicator&>(*comms[static_cast<size_t>(r)]);
+            const TensorView x(d, dt, {n}, Device::kCuda);
+            if (path == 0)
+              comm.all_reduce_nccl(x, s);
+            else
+              comm.all_reduce_custom(x, s);
+            cudaStreamSynchronize(s);
+            std::vector<float>& o = out[static_cast<size_t>(r)];
+            o.resize(static_cast<size_t>(n));
+            if (dt == DType::kF32) {
+              cudaMemcpy(o.data(), d, bytes, cudaMemcpyDeviceToHost);
+            } else {
+              cudaMemcpy(h16.data(), d, bytes, cudaMemcpyDeviceToHost);
+              for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(h16[i]);
+            }
+            cudaFree(d);
+            cudaStreamDestroy(s);
+          });
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < 2; ++r)
+          for (int64_t i = 0; i < n; ++i) {
+            const float want = in[0][i] + in[1][i];
+            const float got = out[static_cast<size_t>(r)][i];
+            if (dt == DType::kF32) {
+              ASSERT_EQ(got, want) << "rank " << r << " i " << i;
+            } else {
+              ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(want))) << "rank " << r << " i " << i;
+            }
           }
-          void* d = nullptr;
-          cudaStream_t s = nullptr;
-          cudaMalloc(&d, bytes);
-          cudaStreamCreate(&s);
-          cudaMemset(d, 0xff, bytes);  // poison
-          cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
-          comms[static_cast<size_t>(r)]->all_reduce_sum(TensorView(d, dt, {n}, Device::kCuda), s);
-          cudaStreamSynchronize(s);
-          std::vector<float>& o = out[static_cast<size_t>(r)];
-          o.resize(static_cast<size_t>(n));
-          if (dt == DType::kF32) {
-            cudaMemcpy(o.data(), d, bytes, cudaMemcpyDeviceToHost);
-          } else {
-            cudaMemcpy(h16.data(), d, bytes, cudaMemcpyDeviceToHost);
-            for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(h16[i]);
-          }
-          cudaFree(d);
-          cudaStreamDestroy(s);
-        });
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < 2; ++r)
-        for (int64_t i = 0; i < n; ++i) {
-          const float want = in[0][i] + in[1][i];
-          const float got = out[static_cast<size_t>(r)][i];
-          if (dt == DType::kF32) {
-            ASSERT_EQ(got, want) << "rank " << r << " i " << i;
-          } else {
-            ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(want))) << "rank " << r << " i " << i;
-          }
-        }
+      }
     }
-  }
 #endif
 }
 
 // One sequence through TP = world on CudaOps and through CpuOps (fp32 and bf16-emulating), the
 // reference's greedy pick fed to all (so the runs never diverge); logits judged by NoiseCheck.
-void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const std::string& what) {
+void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const std::string& what,
+                size_t custom_bytes = 0) {
   const int bs = 4, nb = 64, P = 29, steps = 12, V = c.vocab_size;
   const engine::ForwardLimits limits{16, 8};
   engine::CpuOps ref_ops(engine::CpuOpsOptions{0});
@@ -114,6 +125,7 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   o.world = world;
   o.device = "cuda";
   o.timeout = std::chrono::seconds(120);
+  o.custom_all_reduce_max_bytes = custom_bytes;
   TpGroup tp(c, w, o);
   tp.init(limits, nb, bs);
 
@@ -160,6 +172,8 @@ TEST(TensorParallelGpu, RandomModelMatchesCpuWithinBf16Noise) {
   for (int world : {2, 4}) {
     if (world > gpu_count()) continue;
     compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world));
+    compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world) + " custom all-reduce",
+               size_t{1} << 20);
   }
 }
 
