@@ -148,7 +148,19 @@ void TpGroup::on_all(const std::function<void(Rank&)>& fn) {
   b.first_error.clear();
   ++b.generation;
   b.cv.notify_all();
-  b.cv.wait(lock, [&] { return b.pending == 0; });
+  // Watchdog: a rank that is not back within the timeout is stuck (a dead peer, a collective
+  // that never completes); aborting the communicators ends the waits (NCCL: its kernels too), so
+  // every rank returns with an error.
+  if (!b.cv.wait_for(lock, options_.timeout, [&] { return b.pending == 0; })) {
+    const std::string why =
+        fmt::format("tensor parallel step did not finish within {} ms on every rank (watchdog)",
+                    options_.timeout.count());
+    if (b.first_error.empty()) b.first_error = why;
+    lock.unlock();
+    for (auto& c : comms_) c->abort(why);
+    lock.lock();
+    b.cv.wait(lock, [&] { return b.pending == 0; });
+  }
   b.job = nullptr;
   if (!b.first_error.empty()) {
     broken_ = b.first_error;

@@ -9,7 +9,7 @@
 // slice), runs the rank's forward, and joins the vocabulary slices of the logits into the full
 // [R, V] on the host, where the engine samples them. A rank that throws aborts the communicators,
 // so its peers throw too instead of waiting; the group is then broken and every later call
-// throws the first error.
+// throws the first error. A watchdog aborts the communicators when a step outlives the timeout.
 //
 // Thread-safety: one caller thread (the engine thread); the rank threads are internal.
 #pragma once

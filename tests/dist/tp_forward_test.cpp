@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "dist/tp_group.h"
 #include "engine/cpu_ops.h"
@@ -165,6 +166,22 @@ TEST(TensorParallel, RankFailureFailsTheGroupWithoutHanging) {
     FAIL() << "the group started";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 has no device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TensorParallel, WatchdogNamesAStuckRank) {
+  const Model m = load_model(kStories);
+  TpOptions o = cpu_tp(2);
+  o.timeout = std::chrono::milliseconds(100);
+  o.make_ops = [](int rank) -> std::unique_ptr<engine::Ops> {
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return std::make_unique<CpuOps>(CpuOpsOptions{1});
+  };
+  try {
+    TpGroup tp(m.config, m.weights, o);
+    FAIL() << "the group started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("watchdog"), std::string::npos) << e.what();
   }
 }
 
