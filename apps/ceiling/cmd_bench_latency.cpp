@@ -34,7 +34,8 @@ struct LatencyArgs {
   std::string model, out;
   engine::LatencyOptions lat;
   bool no_graphs = false, quick_ceilings = false;
-  int tp = 1;  // --tensor-parallel-size: GPUs 0..tp-1, one thread each
+  int tp = 1;                   // --tensor-parallel-size: GPUs 0..tp-1, one thread each
+  int64_t custom_ar_bytes = 0;  // --custom-all-reduce-max-bytes
 };
 
 std::string utc_now() {
@@ -63,6 +64,7 @@ int run_latency_bench(const LatencyArgs& a) {
     to.world = a.tp;
     to.device = "cuda";
     to.ops.cuda_graphs = !a.no_graphs;
+    to.custom_all_reduce_max_bytes = static_cast<size_t>(a.custom_ar_bytes);
     tp = std::make_unique<dist::TpGroup>(model.config, model.weights, std::move(to));
   }
   // Rank 0's (GPU 0, this thread's current device) for the ceilings and the upload figures.
@@ -197,6 +199,10 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--tensor-parallel-size,--tp", a->tp,
                  "GPUs the model is split over (one thread each, NCCL; default 1)")
       ->check(CLI::Range(1, 64));
+  sub.add_option("--custom-all-reduce-max-bytes", a->custom_ar_bytes,
+                 "all-reduces up to this size take the one-shot NVLink P2P kernel (default 0: "
+                 "NCCL only; see bench allreduce)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
