@@ -22,6 +22,7 @@
 
 #include "core/check.h"
 #include "dist/nccl_communicator.h"
+#include "hw/measured.h"
 #include "roofline/parameters.h"
 #endif
 
@@ -35,6 +36,7 @@ struct AllReduceArgs {
   std::string dtype = "bf16";
   int iters = 200;
   std::string out;
+  std::string update_ceilings;  // data/ceilings/<gpu>.json: gets allreduce_us
 };
 
 int64_t parse_size(const std::string& s) {
@@ -148,6 +150,26 @@ int run_allreduce_bench(const AllReduceArgs& a) {
   }
   fmt::print("--custom-all-reduce-max-bytes {} (largest size where the custom kernel won)\n",
              crossover);
+  // The fixed cost the roofline's layer 2 charges per all-reduce: the faster path at the
+  // smallest size timed.
+  const size_t smallest =
+      static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+  double latency_us = *std::max_element(us[0][smallest].begin(), us[0][smallest].end());
+  if (custom)
+    latency_us =
+        std::min(latency_us, *std::max_element(us[1][smallest].begin(), us[1][smallest].end()));
+  if (!a.update_ceilings.empty()) {
+    hw::MeasuredCeilings m = hw::load_measured_ceilings(a.update_ceilings);
+    m.allreduce_latency_s = latency_us * 1e-6;
+    m.method["allreduce_us"] = fmt::format(
+        "ceiling bench allreduce: {} bytes {} over {} GPUs, faster of NCCL and the one-shot P2P "
+        "kernel, slowest rank, mean of {} calls",
+        sizes[smallest], a.dtype, a.tp, a.iters);
+    std::ofstream f(a.update_ceilings);
+    f << hw::measured_ceilings_to_json(m) << "\n";
+    CEILING_ENSURE(f.good(), "bench allreduce: writing '{}' failed", a.update_ceilings);
+    fmt::print("{}: allreduce_us = {:.2f}\n", a.update_ceilings, latency_us);
+  }
   if (!a.out.empty()) {
     const nlohmann::json j = {
         {"tool", "ceiling bench allreduce"},
@@ -156,6 +178,7 @@ int run_allreduce_bench(const AllReduceArgs& a) {
         {"iters", a.iters},
         {"custom_available", custom},
         {"roofline_allreduce_latency_us", l2.allreduce_latency_s * 1e6},
+        {"measured_allreduce_latency_us", latency_us},
         {"suggested_custom_all_reduce_max_bytes", crossover},
         {"method",
          "one thread per GPU; in place; 20 warm-up calls, then --iters back to back between CUDA "
@@ -180,6 +203,9 @@ std::function<int()> setup_bench_allreduce(CLI::App& sub) {
   sub.add_option("--dtype", a->dtype, "bf16 or f32")->check(CLI::IsMember({"bf16", "f32"}));
   sub.add_option("--iters", a->iters, "timed calls per size")->check(CLI::Range(1, 100000));
   sub.add_option("--out", a->out, "write the result JSON here");
+  sub.add_option("--update-ceilings", a->update_ceilings,
+                 "measured ceilings file (data/ceilings/<gpu>.json) whose allreduce_us the "
+                 "roofline then uses for --tensor-parallel-size");
 #if defined(HAVE_CEILING_NCCL)
   return [a] { return run_allreduce_bench(*a); };
 #else
