@@ -231,6 +231,7 @@ std::function<int()> setup_bench_throughput(CLI::App& sub) {
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
   sub.add_flag("--no-warmup", a->no_warmup, "skip the warm-up workload");
   add_engine_flags(sub, a->engine);
+  add_tensor_parallel_flags(sub, a->engine);
   return [a] { return run_throughput_bench(*a); };
 }
 

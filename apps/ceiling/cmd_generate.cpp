@@ -271,6 +271,7 @@ CEILING_COMMAND(
       sub.add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
       sub.add_option("--system", a->system, "System message (with --chat)");
       add_engine_flags(sub, a->engine);
+      add_tensor_parallel_flags(sub, a->engine);
       return [a] { return run(*a); };
     },
     20);

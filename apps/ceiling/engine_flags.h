@@ -59,6 +59,12 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.prefix_caching,
                "reuse the KV blocks of shared prompt prefixes (default on)");
   sub.add_flag("--enforce-eager,--no-graphs", f.enforce_eager, "cuda: no CUDA graphs");
+}
+
+// --tensor-parallel-size and --custom-all-reduce-max-bytes, for the commands that build their
+// Engine through LoadedModel::make_engine (a command that takes *LoadedModel::ops itself must not
+// offer them: under tensor parallelism `ops` is null).
+inline void add_tensor_parallel_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size,
                  "ranks the model is split over (one thread each; cuda: GPUs 0..N-1, NCCL; "
                  "default 1)")
