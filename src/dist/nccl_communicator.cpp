@@ -236,10 +236,11 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
 std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
     int world, std::chrono::milliseconds timeout, size_t custom_max_bytes) {
   int count = 0;
-  CEILING_CUDA_CHECK(cudaGetDeviceCount(&count));
-  CEILING_ENSURE(world >= 1 && world <= count,
-                 "--tensor-parallel-size {} needs {} GPUs; this machine has {}", world, world,
-                 count);
+  const cudaError_t ce = cudaGetDeviceCount(&count);
+  CEILING_ENSURE(ce == cudaSuccess && world >= 1 && world <= count,
+                 "--tensor-parallel-size {} needs {} GPUs; this machine has {}{}", world, world,
+                 ce == cudaSuccess ? count : 0,
+                 ce == cudaSuccess ? "" : fmt::format(" ({})", cudaGetErrorString(ce)));
   // NVLink SHARP (multicast objects) stays off; the other defaults are NCCL's own.
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int prev = 0;
