@@ -95,6 +95,14 @@ int run_latency_bench(const LatencyArgs& a) {
   sc.tp = a.tp;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
+  // The all-reduces the roofline charges this step (tensor parallel only): count and time.
+  int64_t allreduces = 0;
+  double allreduce_s = 0;
+  for (const roofline::OpCost& op : pred.ops)
+    if (op.name.find("allreduce") != std::string::npos) {
+      allreduces += op.count;
+      allreduce_s += op.count * op.pred.time_predicted_s;
+    }
   const engine::CudaOpsStats& st = ops.stats();
   nlohmann::json j = {
       {"tool", "ceiling bench latency"},
@@ -118,6 +126,9 @@ int run_latency_bench(const LatencyArgs& a) {
       {"predicted_ms_per_token", pred.time_predicted_s * 1e3},
       {"prediction_gap", r.ms_per_token / (pred.time_predicted_s * 1e3)},
       {"predicted_kernels_per_step", pred.launches},
+      {"predicted_allreduces_per_step", allreduces},
+      {"predicted_allreduce_ms_per_step", allreduce_s * 1e3},
+      {"roofline_allreduce_latency_us", pred.gpu.allreduce_latency_s * 1e6},
       {"logits_hash", r.logits_hash},
       {"baseline_tokens_per_s", nullptr},
       {"cuda_graphs", !a.no_graphs},
@@ -171,6 +182,12 @@ int run_latency_bench(const LatencyArgs& a) {
       "  host per step: {:.3f} ms (schedule {:.3f}, StepBatch {:.3f}, forward call {:.3f}, outputs "
       "{:.3f}); sampling incl. GPU wait {:.3f} ms\n",
       r.host_ms, r.schedule_ms, r.build_ms, r.forward_call_ms, r.output_ms, r.sample_wait_ms);
+  if (a.tp > 1)
+    fmt::print(
+        "  tensor parallel {} ({}): the roofline charges {} all-reduces, {:.3f} ms per step "
+        "({:.1f} us fixed each)\n",
+        a.tp, tp->communicator_name(), allreduces, allreduce_s * 1e3,
+        pred.gpu.allreduce_latency_s * 1e6);
   if (r.graph_replay_ms > 0)
     fmt::print("  last step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
                r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
