@@ -13,6 +13,10 @@ namespace {
 int vocab_rows(const ModelConfig& c, int world) {
   return (c.vocab_size + world - 1) / world;
 }
+// The slice, the lookup-miss row, then zero rows up to a multiple of 16 (aligned logits rows).
+int padded_rows(int vs) {
+  return (vs + 1 + 15) / 16 * 16;
+}
 
 // KV heads of the rank, and its first KV head.
 int kv_heads(const ModelConfig& c, int world) {
@@ -54,14 +58,14 @@ TensorView col_slice(RankShard& s, const TensorView& t, int64_t c0, int64_t n) {
   return TensorView(dst, t.dtype, {N, n});
 }
 
-// The rank's vocabulary rows of a [V, H] table plus the zero row: [Vs + 1, H], copied.
+// The rank's vocabulary rows of a [V, H] table, then zero rows: [Vp, H], copied.
 TensorView vocab_slice(RankShard& s, const TensorView& t) {
   const int64_t H = t.dim(1);
   const size_t row = static_cast<size_t>(H) * elem_bytes(t);
-  uint8_t* dst = own(s, static_cast<size_t>(s.vocab.size + 1) * row);
+  uint8_t* dst = own(s, static_cast<size_t>(s.vocab.rows) * row);
   std::memcpy(dst, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(s.vocab.begin) * row,
               static_cast<size_t>(s.vocab.valid) * row);
-  return TensorView(dst, t.dtype, {int64_t{s.vocab.size} + 1, H});
+  return TensorView(dst, t.dtype, {int64_t{s.vocab.rows}, H});
 }
 
 }  // namespace
@@ -90,7 +94,7 @@ ModelConfig shard_config(const ModelConfig& c, int rank, int world) {
   s.num_heads = c.num_heads / world;
   s.num_kv_heads = kv_heads(c, world);
   s.intermediate_size = c.intermediate_size / world;
-  s.vocab_size = vocab_rows(c, world) + 1;
+  s.vocab_size = padded_rows(vocab_rows(c, world));
   return s;
 }
 
@@ -100,7 +104,7 @@ RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, i
   s.world = world;
   s.config = shard_config(c, rank, world);
   const int Vs = vocab_rows(c, world);
-  s.vocab = {rank * Vs, Vs, std::max(0, std::min(Vs, c.vocab_size - rank * Vs))};
+  s.vocab = {rank * Vs, Vs, std::max(0, std::min(Vs, c.vocab_size - rank * Vs)), padded_rows(Vs)};
   const int64_t D = c.head_dim, Hq = s.config.num_heads, Hkv = s.config.num_kv_heads;
   const int64_t q0 = rank * Hq * D, kv0 = kv_head0(c, rank, world) * D;
   const int64_t I = s.config.intermediate_size, i0 = rank * I;

@@ -5,13 +5,14 @@
 //   o_proj [H, Hq/N·D]                row-parallel: a column slice (copied); partial sums
 //   gate/up_proj [I/N, H]             column-parallel (views)
 //   down_proj [H, I/N]                row-parallel (copied); partial sums
-//   embed, lm_head [Vs + 1, H]        vocab-parallel: rows [r·Vs, (r+1)·Vs) with Vs = ceil(V/N)
-//                                     (zero rows past V), plus one zero row that tokens outside
-//                                     the slice look up (local_token), so the all-reduced
-//                                     embedding is exact; logits column Vs is dropped
+//   embed, lm_head [Vp, H]            vocab-parallel: rows [r·Vs, (r+1)·Vs) with Vs = ceil(V/N)
+//                                     (zero rows past V), then zero rows up to Vp = Vs + 1 rounded
+//                                     up to 16 (aligned logits rows); tokens outside the slice
+//                                     look up zero row Vs (local_token), so the all-reduced
+//                                     embedding is exact; logits columns from Vs on are dropped
 //   norms, biases (sliced with their rows), q/k norms: as the weights they belong to
 // The rank's ModelConfig has num_heads Hq/N, num_kv_heads max(Hkv/N, 1), intermediate I/N and
-// vocab_size Vs + 1, so an unmodified Ops (CpuOps, CudaOps) runs the shard.
+// vocab_size Vp, so an unmodified Ops (CpuOps, CudaOps) runs the shard.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct VocabSlice {
   int begin = 0;  // first vocabulary id of the rank
   int size = 0;   // Vs = ceil(V / N): rows of the slice (the last rank's may pass V)
   int valid = 0;  // ids of the slice that exist: min(Vs, V - begin)
+  int rows = 0;   // Vp: rows of the rank's tables (the slice, then zero rows)
   // The rank's row of token `id`: id - begin inside the slice, else the zero row Vs.
   int32_t local_token(int32_t id) const {
     return id >= begin && id < begin + size ? id - begin : size;

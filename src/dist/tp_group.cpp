@@ -215,7 +215,7 @@ std::span<const float> TpGroup::run(const engine::StepBatch& step) {
     const VocabSlice& vs = rk.shard.vocab;
     rk.step = step;
     for (int32_t& id : rk.step.token_ids) id = vs.local_token(id);
-    const TensorView l = rk.fwd->run(rk.step, rk.kv);  // [R, Vs + 1]
+    const TensorView l = rk.fwd->run(rk.step, rk.kv);  // [R, Vp]
     rk.host.resize(static_cast<size_t>(l.numel()));
     rk.ops->to_host(l, rk.host.data());
     const size_t w = static_cast<size_t>(l.dim(1));

@@ -49,7 +49,7 @@ TEST(Shard, ShapesAndSlices) {
     EXPECT_EQ(s.config.num_heads, 3);
     EXPECT_EQ(s.config.num_kv_heads, 1);
     EXPECT_EQ(s.config.intermediate_size, 40);
-    EXPECT_EQ(s.config.vocab_size, 51 + 1);
+    EXPECT_EQ(s.config.vocab_size, 64);  // 51 + the lookup-miss row, rounded up to 16
     EXPECT_EQ(s.vocab.begin, rank * 51);
     EXPECT_EQ(s.vocab.valid, rank == 0 ? 51 : 50);
     const LayerWeights& full = m->weights.layers[1];
@@ -67,7 +67,7 @@ TEST(Shard, ShapesAndSlices) {
         ASSERT_EQ(l.down_proj.as<float>()[n * 40 + k],
                   full.down_proj.as<float>()[n * 80 + rank * 40 + k]);
     // Vocabulary rows, then zero rows (past V on the last rank, and the lookup-miss row).
-    for (int v = 0; v <= 51; ++v)
+    for (int v = 0; v < 64; ++v)
       for (int h = 0; h < H; ++h) {
         const float want =
             v < s.vocab.valid ? m->weights.embed.as<float>()[(s.vocab.begin + v) * H + h] : 0.0f;
