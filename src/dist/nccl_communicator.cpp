@@ -70,18 +70,9 @@ NcclCommunicator::~NcclCommunicator() {
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(state_->device);
-  if (state_->comm && !aborted_) {
-    bool done = ncclCommFinalize(state_->comm) == ncclSuccess;
-    try {
-      done = done || poll(state_->comm, Clock::now() + timeout_, "finalize");
-    } catch (const Error&) {
-      done = false;
-    }
-    if (done)
-      ncclCommDestroy(state_->comm);
-    else
-      ncclCommAbort(state_->comm);
-  }
+  // ncclCommAbort is local: unlike finalize + destroy it never waits for the peers, which are
+  // torn down one after another on this one thread.
+  if (state_->comm && !aborted_) ncclCommAbort(state_->comm);
   if (state_->scratch) cudaFree(state_->scratch);
   for (void* p :
        {state_->stage, static_cast<void*>(state_->flags), static_cast<void*>(state_->counters)})

@@ -129,8 +129,9 @@ void TpGroup::worker(Rank& rk) {
       (*job)(rk);
     } catch (const std::exception& e) {
       error = e.what();
-      // Wake the peers that wait for this rank inside a collective.
+      // Wake the peers that wait for this rank inside a collective (NCCL: their kernels too).
       comms_[static_cast<size_t>(rk.rank)]->abort(error);
+      for (auto& c : comms_) c->abort(fmt::format("rank {}: {}", rk.rank, error));
     }
     std::lock_guard<std::mutex> lock(b.mu);
     if (!error.empty() && b.first_error.empty()) b.first_error = error;
