@@ -18,6 +18,8 @@ std::function<int()> setup_bench_latency(CLI::App& sub);
 std::function<int()> setup_bench_throughput(CLI::App& sub);
 // cmd_bench_serve.cpp
 std::function<int()> setup_bench_serve(CLI::App& sub);
+// cmd_bench_allreduce.cpp
+std::function<int()> setup_bench_allreduce(CLI::App& sub);
 
 namespace {
 
@@ -60,6 +62,10 @@ const BenchChild kChildren[] = {
      "online serving load on any OpenAI-compatible server (as vllm bench serve): streamed "
      "requests at a Poisson rate under a concurrency limit; TTFT, TPOT, ITL, E2EL, throughput",
      setup_bench_serve},
+    {"allreduce",
+     "all-reduce latency across this host's GPUs at decode sizes: NCCL beside the one-shot NVLink "
+     "P2P kernel and the roofline's assumption; suggests --custom-all-reduce-max-bytes",
+     setup_bench_allreduce},
 };
 
 std::function<int()> setup_bench(CLI::App& app) {

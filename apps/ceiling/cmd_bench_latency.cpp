@@ -18,10 +18,11 @@
 #if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH) && defined(HAVE_CEILING_SERVE)
 #include "bench/ceilings.h"
 #include "bench/run_info.h"
+#include "dist/tp_group.h"
 #include "engine/cuda/cuda_ops.h"
-#include "serve/latency_bench.h"
 #include "model/weights.h"
 #include "roofline/model_cost.h"
+#include "serve/latency_bench.h"
 #endif
 
 namespace ceiling::cli {
@@ -33,6 +34,8 @@ struct LatencyArgs {
   std::string model, out;
   engine::LatencyOptions lat;
   bool no_graphs = false, quick_ceilings = false;
+  int tp = 1;                   // --tensor-parallel-size: GPUs 0..tp-1, one thread each
+  int64_t custom_ar_bytes = 0;  // --custom-all-reduce-max-bytes
 };
 
 std::string utc_now() {
@@ -50,18 +53,37 @@ int run_latency_bench(const LatencyArgs& a) {
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
     };
-  engine::CudaOps ops(oo);
   Model model = load_model(a.model);
-  ops.upload(model.config, model.weights);
+  std::unique_ptr<engine::CudaOps> single;
+  std::unique_ptr<dist::TpGroup> tp;
+  if (a.tp == 1) {
+    single = std::make_unique<engine::CudaOps>(oo);
+    single->upload(model.config, model.weights);
+  } else {
+    dist::TpOptions to;
+    to.world = a.tp;
+    to.device = "cuda";
+    to.ops.cuda_graphs = !a.no_graphs;
+    to.custom_all_reduce_max_bytes = static_cast<size_t>(a.custom_ar_bytes);
+    tp = std::make_unique<dist::TpGroup>(model.config, model.weights, std::move(to));
+  }
+  // Rank 0's (GPU 0, this thread's current device) for the ceilings and the upload figures.
+  engine::CudaOps& ops = single ? *single : dynamic_cast<engine::CudaOps&>(tp->ops(0));
   if (tty) fmt::print(stderr, "\r\033[K");
-  fmt::print(stderr, "[bench latency] {}: {:.2f} GB uploaded in {:.0f} ms; measuring ceilings\n",
-             model.config.name, ops.stats().upload_bytes / 1e9, ops.stats().upload_ms);
+  fmt::print(stderr,
+             "[bench latency] {}: {:.2f} GB uploaded in {:.0f} ms (rank 0 of {}); measuring "
+             "ceilings\n",
+             model.config.name, ops.stats().upload_bytes / 1e9, ops.stats().upload_ms, a.tp);
   const bench::MeasuredCeilings ceil =
       bench::measure_ceilings(ops.stream(), a.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
-  const engine::LatencyResult r = engine::run_latency(ops, a.lat);
+  const engine::LatencyResult r =
+      tp ? engine::run_latency(*tp, a.lat) : engine::run_latency(ops, a.lat);
 
-  const double gbps = r.bytes_per_step / (r.ms_per_token * 1e-3) / 1e9;
-  const double floor_ms = r.bytes_per_step / (ceil.read_gbps * 1e9) * 1e3;
+  // Under tensor parallelism each GPU moves about 1/tp of the bytes (KV heads replicated past
+  // the KV head count are not counted again).
+  const double gpu_bytes = r.bytes_per_step / a.tp;
+  const double gbps = gpu_bytes / (r.ms_per_token * 1e-3) / 1e9;
+  const double floor_ms = gpu_bytes / (ceil.read_gbps * 1e9) * 1e3;
   const nlohmann::json dev = bench::device_info();
   // The roofline's prediction of the same decode step (layer 2, this run's measured ceilings),
   // at the mean context of the timed steps, joined with the measurement.
@@ -70,8 +92,17 @@ int run_latency_bench(const LatencyArgs& a) {
   sc.batch = a.lat.batch;
   sc.context = static_cast<int64_t>(r.mean_context + 0.5);
   sc.cuda_graphs = !a.no_graphs;
+  sc.tp = a.tp;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
+  // The all-reduces the roofline charges this step (tensor parallel only): count and time.
+  int64_t allreduces = 0;
+  double allreduce_s = 0;
+  for (const roofline::OpCost& op : pred.ops)
+    if (op.name.find("allreduce") != std::string::npos) {
+      allreduces += op.count;
+      allreduce_s += op.count * op.pred.time_predicted_s;
+    }
   const engine::CudaOpsStats& st = ops.stats();
   nlohmann::json j = {
       {"tool", "ceiling bench latency"},
@@ -79,6 +110,8 @@ int run_latency_bench(const LatencyArgs& a) {
       {"model_dir", a.model},
       {"gpu", dev.value("gpu", "unknown")},
       {"batch", a.lat.batch},
+      {"tensor_parallel_size", a.tp},
+      {"communicator", tp ? tp->communicator_name() : "none"},
       {"input_len", a.lat.input_len},
       {"output_len", a.lat.output_len},
       {"ttft_ms", r.ttft_ms},
@@ -93,6 +126,9 @@ int run_latency_bench(const LatencyArgs& a) {
       {"predicted_ms_per_token", pred.time_predicted_s * 1e3},
       {"prediction_gap", r.ms_per_token / (pred.time_predicted_s * 1e3)},
       {"predicted_kernels_per_step", pred.launches},
+      {"predicted_allreduces_per_step", allreduces},
+      {"predicted_allreduce_ms_per_step", allreduce_s * 1e3},
+      {"roofline_allreduce_latency_us", pred.gpu.allreduce_latency_s * 1e6},
       {"logits_hash", r.logits_hash},
       {"baseline_tokens_per_s", nullptr},
       {"cuda_graphs", !a.no_graphs},
@@ -146,6 +182,12 @@ int run_latency_bench(const LatencyArgs& a) {
       "  host per step: {:.3f} ms (schedule {:.3f}, StepBatch {:.3f}, forward call {:.3f}, outputs "
       "{:.3f}); sampling incl. GPU wait {:.3f} ms\n",
       r.host_ms, r.schedule_ms, r.build_ms, r.forward_call_ms, r.output_ms, r.sample_wait_ms);
+  if (a.tp > 1)
+    fmt::print(
+        "  tensor parallel {} ({}): the roofline charges {} all-reduces, {:.3f} ms per step "
+        "({:.1f} us fixed each)\n",
+        a.tp, tp->communicator_name(), allreduces, allreduce_s * 1e3,
+        pred.gpu.allreduce_latency_s * 1e6);
   if (r.graph_replay_ms > 0)
     fmt::print("  last step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
                r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
@@ -171,6 +213,13 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--block-size", a->lat.block_size, "KV cache block size")
       ->check(CLI::Range(1, 1024));
   sub.add_option("--seed", a->lat.seed, "seed of the random prompts");
+  sub.add_option("--tensor-parallel-size,--tp", a->tp,
+                 "GPUs the model is split over (one thread each, NCCL; default 1)")
+      ->check(CLI::Range(1, 64));
+  sub.add_option("--custom-all-reduce-max-bytes", a->custom_ar_bytes,
+                 "all-reduces up to this size take the one-shot NVLink P2P kernel (default 0: "
+                 "NCCL only; see bench allreduce)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");

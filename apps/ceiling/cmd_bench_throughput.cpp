@@ -86,14 +86,15 @@ int run_throughput_bench(const ThroughputArgs& a) {
   }
   serve::EngineConfig ec = engine_config(a.engine);
   if (!a.engine.max_model_len) ec.max_model_len = static_cast<int>(max_need);
-  serve::Engine engine(*lm.ops, ec);
+  const std::unique_ptr<serve::Engine> engine_ptr = lm.make_engine(ec);
+  serve::Engine& engine = *engine_ptr;
   fmt::print(stderr, "[bench throughput] {}\n", engine.kv_summary());
 
   nlohmann::json run_info = nlohmann::json::object();
   nlohmann::json predicted = nullptr, prediction = nullptr, ceilings = nullptr;
-  std::string gpu = lm.ops->name() == "cpu" ? "cpu" : "unknown";
+  std::string gpu = lm.primary().name() == "cpu" ? "cpu" : "unknown";
 #if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
-  if (auto* cuda = dynamic_cast<engine::CudaOps*>(lm.ops.get())) {
+  if (auto* cuda = dynamic_cast<engine::CudaOps*>(&lm.primary())) {
     const bench::MeasuredCeilings ceil = bench::measure_ceilings(
         cuda->stream(), a.quick_ceilings ? size_t{1} << 30 : size_t{4} << 30);
     const nlohmann::json dev = bench::device_info();
@@ -108,6 +109,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
     tw.max_num_batched_tokens = engine.config().max_num_batched_tokens;
     roofline::Scenario base;
     base.cuda_graphs = !a.engine.enforce_eager;
+    base.tp = a.engine.tensor_parallel_size;
     const roofline::ThroughputPrediction p =
         roofline::predict_throughput(mc, bench::gpu_ceilings(dev, ceil), tw, base);
     predicted = p.output_tokens_per_s;
@@ -163,7 +165,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
       {"prompt_tokens", r.prompt_tokens},
       {"output_tokens", r.output_tokens},
       {"engine",
-       {{"device", lm.ops->name()},
+       {{"device", lm.device_name()},
         {"max_model_len", engine.config().max_model_len},
         {"max_num_seqs", engine.config().max_num_seqs},
         {"max_num_batched_tokens", engine.config().max_num_batched_tokens},
@@ -229,6 +231,7 @@ std::function<int()> setup_bench_throughput(CLI::App& sub) {
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
   sub.add_flag("--no-warmup", a->no_warmup, "skip the warm-up workload");
   add_engine_flags(sub, a->engine);
+  add_tensor_parallel_flags(sub, a->engine);
   return [a] { return run_throughput_bench(*a); };
 }
 

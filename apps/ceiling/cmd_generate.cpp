@@ -150,7 +150,8 @@ int run(Args a) {
                    "the prompt has {} tokens; --max-model-len is {}", j.prompt.size(), mml);
     j.params.max_tokens = std::min<int64_t>(j.params.max_tokens, mml - j.prompt.size());
   }
-  serve::Engine engine(*lm.ops, ec, &tok);
+  const std::unique_ptr<serve::Engine> engine_ptr = lm.make_engine(ec, &tok);
+  serve::Engine& engine = *engine_ptr;
   const double load_ms = ms_between(t0, Clock::now());
 
   std::vector<int64_t> ids;
@@ -196,7 +197,7 @@ int run(Args a) {
     fmt::print(stderr,
                "[{} on {}] load {:.0f} ms | prompt {} tokens, prefill {:.1f} ms | generated {} "
                "tokens, {:.2f} ms/token, {:.1f} tok/s | finish: {} | seed {}\n",
-               model.config.name, lm.ops->name(), load_ms, o.prompt_tokens, prefill_ms, n,
+               model.config.name, lm.device_name(), load_ms, o.prompt_tokens, prefill_ms, n,
                n > 1 ? decode_ms / (n - 1) : 0.0, n > 1 ? (n - 1) * 1000.0 / decode_ms : 0.0,
                serve::finish_reason_name(o.finish), seed);
     return 0;
@@ -229,7 +230,7 @@ int run(Args a) {
   fmt::print(stderr,
              "[{} on {}] {} prompts | {} output tokens in {:.1f} ms ({:.1f} tok/s) | {} steps, "
              "mean batch {:.1f} | preemptions {} | prefix cache hits {}/{} tokens | seed {}\n",
-             model.config.name, lm.ops->name(), jobs.size(), out_tokens, gen_ms,
+             model.config.name, lm.device_name(), jobs.size(), out_tokens, gen_ms,
              out_tokens * 1000.0 / std::max(gen_ms, 1e-9), st.steps,
              st.steps ? static_cast<double>(st.batch_size_sum) / st.steps : 0.0,
              engine.scheduler().num_preemptions(), engine.kv().prefix_hits(),
@@ -270,6 +271,7 @@ CEILING_COMMAND(
       sub.add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
       sub.add_option("--system", a->system, "System message (with --chat)");
       add_engine_flags(sub, a->engine);
+      add_tensor_parallel_flags(sub, a->engine);
       return [a] { return run(*a); };
     },
     20);

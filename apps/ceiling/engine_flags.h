@@ -13,6 +13,7 @@
 
 #include "ceiling/command.h"
 #include "ceiling/progress.h"
+#include "dist/tp_group.h"
 #include "engine/ops_factory.h"
 #include "model/weights.h"
 #include "serve/engine.h"
@@ -30,6 +31,8 @@ struct EngineFlags {
   int block_size = 16;
   bool prefix_caching = true;
   bool enforce_eager = false;
+  int tensor_parallel_size = 1;
+  int64_t custom_all_reduce_max_bytes = 0;
 };
 
 inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
@@ -58,6 +61,20 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_flag("--enforce-eager,--no-graphs", f.enforce_eager, "cuda: no CUDA graphs");
 }
 
+// --tensor-parallel-size and --custom-all-reduce-max-bytes, for the commands that build their
+// Engine through LoadedModel::make_engine (a command that takes *LoadedModel::ops itself must not
+// offer them: under tensor parallelism `ops` is null).
+inline void add_tensor_parallel_flags(CLI::App& sub, EngineFlags& f) {
+  sub.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size,
+                 "ranks the model is split over (one thread each; cuda: GPUs 0..N-1, NCCL; "
+                 "default 1)")
+      ->check(CLI::Range(1, 64));
+  sub.add_option("--custom-all-reduce-max-bytes", f.custom_all_reduce_max_bytes,
+                 "cuda, tensor parallel: all-reduces up to this size take the one-shot NVLink "
+                 "P2P kernel instead of NCCL (default 0: NCCL only; see bench allreduce)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+}
+
 inline serve::EngineConfig engine_config(const EngineFlags& f) {
   serve::EngineConfig c;
   c.max_model_len = f.max_model_len.value_or(0);
@@ -70,10 +87,24 @@ inline serve::EngineConfig engine_config(const EngineFlags& f) {
   return c;
 }
 
-// The backend, with the model's weights uploaded (a progress line on a terminal).
+// The backend, with the model's weights uploaded (a progress line on a terminal): one Ops, or
+// with --tensor-parallel-size N > 1 a TpGroup of N ranks (`ops` then stays null).
 struct LoadedModel {
   std::unique_ptr<engine::Ops> ops;
   Model model;
+  std::unique_ptr<dist::TpGroup> tp;  // after `model`: its shards view the model's weights
+
+  // The Ops of rank 0 (the only one without tensor parallelism).
+  engine::Ops& primary() { return tp ? tp->ops(0) : *ops; }
+  std::string device_name() {
+    return tp ? fmt::format("{} x{} ({})", tp->device(), tp->world(), tp->communicator_name())
+              : ops->name();
+  }
+  std::unique_ptr<serve::Engine> make_engine(const serve::EngineConfig& c,
+                                             const Tokenizer* tok = nullptr) {
+    return tp ? std::make_unique<serve::Engine>(*tp, c, tok)
+              : std::make_unique<serve::Engine>(*ops, c, tok);
+  }
 };
 
 inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) {
@@ -88,12 +119,27 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
                    total / 1e9);
     };
   LoadedModel m;
-  m.ops = engine::make_ops(f.device, oo);  // fails fast for an unusable device
+  if (f.tensor_parallel_size == 1)
+    m.ops = engine::make_ops(f.device, oo);  // fails fast for an unusable device
   {
     Progress progress("loading " + dir);
     m.model = load_model(dir, load_progress(progress));
   }
-  m.ops->upload(m.model.config, m.model.weights);
+  if (f.tensor_parallel_size > 1) {
+    dist::TpOptions to;
+    to.world = f.tensor_parallel_size;
+    to.device = f.device;
+    to.ops = oo;
+    to.custom_all_reduce_max_bytes = static_cast<size_t>(f.custom_all_reduce_max_bytes);
+    to.ops.upload_progress = nullptr;  // N ranks upload at once
+    if (f.device == "cpu")             // the cores are shared out between the ranks
+      to.ops.n_threads = std::max(
+          1, (f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency())) /
+                 f.tensor_parallel_size);
+    m.tp = std::make_unique<dist::TpGroup>(m.model.config, m.model.weights, std::move(to));
+  } else {
+    m.ops->upload(m.model.config, m.model.weights);
+  }
   if (tty) fmt::print(stderr, "\r\033[K");
   return m;
 }

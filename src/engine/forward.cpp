@@ -44,13 +44,37 @@ TensorView Forward::run(const StepBatch& step, KvCache& kv) {
 
   // residual [T, H] is the residual stream; x, h, act are scratch.
   ops_.embedding(residual);
-  for (int l = 0; l < c.num_layers; ++l) {
-    ops_.norm_qkv_rope(l, residual, h, q, k, v, kv);
-    ops_.attention(l, q, kv, attn);
-    ops_.o_proj_residual(l, attn, x, residual);
-    ops_.mlp_residual(l, residual, h, gate_up, act, x);
+  const Communicator* comm = ops_.communicator();
+  if (comm == nullptr || comm->world() == 1) {
+    for (int l = 0; l < c.num_layers; ++l) {
+      ops_.norm_qkv_rope(l, residual, h, q, k, v, kv);
+      ops_.attention(l, q, kv, attn);
+      ops_.o_proj_residual(l, attn, x, residual);
+      ops_.mlp_residual(l, residual, h, gate_up, act, x);
+    }
+    ops_.rms_norm(residual, nullptr, w.final_norm, h);
+  } else {
+    // Tensor parallel (Megatron): this rank's heads and MLP columns give partial sums x of the o
+    // and down projections; all-reduced, they enter the residual through the next norm's fused
+    // add. The embedding is vocab-parallel: each rank looked up its rows, zeros elsewhere.
+    ops_.all_reduce_sum(residual);
+    for (int l = 0; l < c.num_layers; ++l) {
+      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+      ops_.rms_norm(l == 0 ? residual : x, l == 0 ? nullptr : &residual, lw.input_norm, h);
+      ops_.qkv_proj(l, h, q, k, v);
+      if (c.qk_norm) ops_.qk_norm(l, q, k);
+      ops_.rope_kv_write(l, q, k, v, kv);
+      ops_.attention(l, q, kv, attn);
+      ops_.o_proj(l, attn, x);
+      ops_.all_reduce_sum(x);
+      ops_.rms_norm(x, &residual, lw.post_attn_norm, h);
+      ops_.gate_up_proj(l, h, gate_up);
+      ops_.silu_mul(gate_up, act);
+      ops_.down_proj(l, act, x);
+      ops_.all_reduce_sum(x);
+    }
+    ops_.rms_norm(x, &residual, w.final_norm, h);
   }
-  ops_.rms_norm(residual, nullptr, w.final_norm, h);
   const TensorView last = rows(ws_.last, R), logits = rows(ws_.logits, R);
   ops_.gather_rows(h, last);
   ops_.lm_head(last, logits);

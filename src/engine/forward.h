@@ -7,6 +7,9 @@
 //             h = rms_norm(x + residual)             (post-attention norm, fused residual)
 //             x = down(silu(gate(h)) · up(h))        [T, H]
 // then h = final_norm(x + residual), and logits [R, V] = lm_head(h at logits_rows).
+// With a communicator on the Ops (tensor parallel, dist/tp_group.h) the Ops holds one rank's
+// shard: the embedding, the o and the down projection are partial sums, all-reduced before they
+// join the residual; the logits are the rank's vocabulary slice [R, Vp] (dist/shard.h).
 #pragma once
 
 #include "engine/ops.h"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "engine/communicator.h"
 #include "engine/step_batch.h"
 #include "kernels/cpu/sampling.h"
 #include "model/config.h"
@@ -162,6 +163,22 @@ class Ops {
   // (reqs.size() == R). ids is host memory; the call returns when ids are written.
   virtual void sample(const TensorView& logits, std::span<const SampleRequest> reqs,
                       int32_t* ids) = 0;
+
+  // ---- tensor parallelism -------------------------------------------------------------------
+  // With a communicator set (not owned; world > 1), this Ops holds one rank's shard of the model
+  // (dist/shard.h) and Forward runs the tensor-parallel layer: partial sums of the row-parallel
+  // o / down projections and of the vocab-parallel embedding are all-reduced here.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
+  Communicator* communicator() const { return comm_; }
+  // x [T, H] <- Σ over ranks, in place, in this Ops' stream order. A CUDA backend records it in
+  // its decode graphs like any other op.
+  virtual void all_reduce_sum(const TensorView& x) {
+    CEILING_ENSURE(comm_ != nullptr, "{}: all_reduce_sum without a communicator", name());
+    comm_->all_reduce_sum(x, nullptr);
+  }
+
+ private:
+  Communicator* comm_ = nullptr;
 };
 
 }  // namespace ceiling::engine

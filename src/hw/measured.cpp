@@ -87,6 +87,7 @@ MeasuredCeilings parse_measured_ceilings(const std::string& json_text, const std
   m.stream_serial_fixed_s =
       optional_positive(c, "ceilings", "stream_serial_fixed_us", origin) * 1e-6;
   m.stream_serial_bw = optional_positive(c, "ceilings", "stream_serial_gbps", origin) * 1e9;
+  m.allreduce_latency_s = optional_positive(c, "ceilings", "allreduce_us", origin) * 1e-6;
   m.stream_points = optional_points(c, "stream_points", origin);
   m.rw_points = optional_points(c, "rw_points", origin);
   m.stream_serial_points = optional_points(c, "stream_serial_points", origin);
@@ -148,6 +149,7 @@ std::string measured_ceilings_to_json(const MeasuredCeilings& m) {
   optional("rw_gbps", m.rw_bw / 1e9);
   optional("stream_serial_fixed_us", m.stream_serial_fixed_s * 1e6);
   optional("stream_serial_gbps", m.stream_serial_bw / 1e9);
+  optional("allreduce_us", m.allreduce_latency_s * 1e6);
   auto points = [&](const char* key, const std::vector<LaunchPoint>& pts) {
     if (pts.empty()) return;
     json a = json::array();

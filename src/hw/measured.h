@@ -64,6 +64,9 @@ struct MeasuredCeilings {
   double rw_bw = 0;           // bytes/s read + written, its slope's inverse
   double stream_serial_fixed_s = 0;  // the streaming-read kernel launched without PDL
   double stream_serial_bw = 0;
+  // One all-reduce of a decode-size message across this host's GPUs (the faster of NCCL and the
+  // one-shot P2P kernel at the smallest size `ceiling bench allreduce` timed); 0 = not measured.
+  double allreduce_latency_s = 0;
   std::vector<LaunchPoint> stream_points;  // the points behind each line (empty = not in file)
   std::vector<LaunchPoint> rw_points;
   std::vector<LaunchPoint> stream_serial_points;

@@ -143,6 +143,7 @@ GpuCeilings apply_measured(GpuCeilings c, const hw::MeasuredCeilings& m, const s
   for (const hw::LaunchPoint& p : m.rw_points) c.rw_points.push_back({p.bytes, p.seconds});
   c.stream_serial_fixed_s = m.stream_serial_fixed_s;
   c.stream_serial_bw = m.stream_serial_bw;
+  if (m.allreduce_latency_s > 0) c.allreduce_latency_s = m.allreduce_latency_s;
   for (const hw::LaunchPoint& p : m.stream_serial_points)
     c.stream_serial_points.push_back({p.bytes, p.seconds});
   return c;

@@ -122,7 +122,12 @@ std::vector<ParameterDoc> describe_parameters(const GpuCeilings& g) {
       "schedulers of one instruction per clock); price a kernel's non-MMA work (flash "
       "attention's softmax), overlapped with its MMAs as its warpgroups take turns");
   add("allreduce_latency_us", fmt::format("{:.1f}", g.allreduce_latency_s * 1e6),
-      "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; not measured here");
+      g.allreduce_latency_s != layer2_defaults().allreduce_latency_s
+          ? "measured: `ceiling bench allreduce` (allreduce_us of the measured ceilings): one "
+            "decode-size all-reduce across this host's GPUs, the faster of NCCL and the one-shot "
+            "P2P kernel"
+          : "assumed: fixed cost of a small NCCL all-reduce within one NVLink node; `ceiling "
+            "bench allreduce --update-ceilings` measures it");
   add("l2_resident_fraction", fmt::format("{:.2f}", g.l2_resident_fraction),
       "assumed: a just-written activation no larger than this fraction of L2 is read back from "
       "L2, not HBM");

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/status.h"
+#include "dist/tp_group.h"
 #include "engine/stop_strings.h"
 
 namespace ceiling::serve {
@@ -106,10 +107,18 @@ RunnerConfig runner_config(const EngineConfig& c) {
 }  // namespace
 
 Engine::Engine(engine::Ops& ops, EngineConfig config, const Tokenizer* tokenizer)
-    : ops_(ops),
-      config_(resolve(std::move(config), ops.config())),
+    : config_(resolve(std::move(config), ops.config())),
       tokenizer_(tokenizer),
       runner_(ops, runner_config(config_)),
+      kv_(runner_.num_blocks(), config_.block_size, config_.enable_prefix_caching),
+      scheduler_(SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens,
+                                 config_.chunked_prefill},
+                 kv_) {}
+
+Engine::Engine(dist::TpGroup& tp, EngineConfig config, const Tokenizer* tokenizer)
+    : config_(resolve(std::move(config), tp.config())),
+      tokenizer_(tokenizer),
+      runner_(tp, runner_config(config_)),
       kv_(runner_.num_blocks(), config_.block_size, config_.enable_prefix_caching),
       scheduler_(SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens,
                                  config_.chunked_prefill},
@@ -129,7 +138,7 @@ std::string Engine::kv_summary() const {
 }
 
 int64_t Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
-  const int V = ops_.config().vocab_size;
+  const int V = runner_.model_config().vocab_size;
   const int P = static_cast<int>(prompt.size());
   CEILING_ENSURE(P > 0, "request: the prompt is empty (it needs at least one token)");
   for (int i = 0; i < P; ++i)

@@ -71,6 +71,9 @@ class Engine {
   // `ops` holds the model's weights; `tokenizer` (may be null) enables text output and stop
   // strings. Both must outlive the engine. Sizes the KV cache (ModelRunner).
   Engine(engine::Ops& ops, EngineConfig config, const Tokenizer* tokenizer = nullptr);
+  // Tensor parallel: the model runs on `tp`'s ranks (dist/tp_group.h), which must outlive the
+  // engine; the scheduler stays here, on the engine thread.
+  Engine(dist::TpGroup& tp, EngineConfig config, const Tokenizer* tokenizer = nullptr);
   ~Engine();
 
   const EngineConfig& config() const { return config_; }
@@ -104,7 +107,6 @@ class Engine {
   void finish(Sequence& seq, FinishReason why, RequestOutput& o);
   bool check_stop(Sequence& seq, int32_t id, RequestOutput& o);
 
-  engine::Ops& ops_;
   EngineConfig config_;
   const Tokenizer* tokenizer_;
   ModelRunner runner_;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/status.h"
+#include "dist/tp_group.h"
 #include "serve/engine.h"
 #ifdef HAVE_CEILING_ENGINE_CUDA
 #include <cuda_profiler_api.h>
@@ -49,7 +50,7 @@ double ms(Clock::duration d) {
 }
 
 // One pass over the workload; fills `r` when `timed`.
-void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
               const LatencyOptions& o, bool timed, LatencyResult& r) {
   const int B = o.batch;
   serve::RequestParams p;
@@ -82,10 +83,7 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
     if (!all_decode || static_cast<int>(outs.size()) != B) continue;
     if (pure++ == 0) {  // the first pure decode step is not timed: it hashes the logits
       if (timed) {
-        const TensorView& logits = engine.runner().last_logits();
-        std::vector<float> host(static_cast<size_t>(logits.numel()));
-        ops.to_host(logits, host.data());
-        r.logits_hash = fnv1a64(host);
+        r.logits_hash = fnv1a64(engine.runner().last_logits_host());
       }
       continue;
     }
@@ -112,7 +110,7 @@ void run_pass(Ops& ops, serve::Engine& engine, const std::vector<std::vector<int
     r.output_ms = phase[4] * k;
     r.host_ms = r.schedule_ms + r.build_ms + r.forward_call_ms + r.output_ms;
   }
-  r.graph_replay_ms = graph_replay_ms(ops);
+  r.graph_replay_ms = ops ? graph_replay_ms(*ops) : 0;
 }
 
 }  // namespace
@@ -133,7 +131,20 @@ double decode_kv_bytes(const ModelConfig& c, int batch, double context) {
 }
 
 LatencyResult run_latency(Ops& ops, const LatencyOptions& o) {
-  const ModelConfig& c = ops.config();
+  return run_latency(ops.config(), &ops, o, [&ops](const serve::EngineConfig& ec) {
+    return std::make_unique<serve::Engine>(ops, ec);
+  });
+}
+
+LatencyResult run_latency(dist::TpGroup& tp, const LatencyOptions& o) {
+  return run_latency(tp.config(), nullptr, o, [&tp](const serve::EngineConfig& ec) {
+    return std::make_unique<serve::Engine>(tp, ec);
+  });
+}
+
+LatencyResult run_latency(
+    const ModelConfig& c, Ops* ops, const LatencyOptions& o,
+    const std::function<std::unique_ptr<serve::Engine>(const serve::EngineConfig&)>& make_engine) {
   CEILING_ENSURE(o.batch >= 1 && o.input_len >= 1 && o.output_len >= 3 && o.block_size >= 1,
                  "bench latency: need batch >= 1, input_len >= 1, output_len >= 3, block_size >= "
                  "1 (got {}, {}, {}, {})",
@@ -148,7 +159,8 @@ LatencyResult run_latency(Ops& ops, const LatencyOptions& o) {
   ec.block_size = o.block_size;
   ec.num_kv_blocks = B * ((ec.max_model_len + o.block_size - 1) / o.block_size);
   ec.enable_prefix_caching = false;  // both passes use the same prompts
-  serve::Engine engine(ops, ec);
+  const std::unique_ptr<serve::Engine> engine_ptr = make_engine(ec);
+  serve::Engine& engine = *engine_ptr;
 
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);

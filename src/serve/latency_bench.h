@@ -7,10 +7,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/ops.h"
+
+namespace ceiling::dist {
+class TpGroup;
+}
+namespace ceiling::serve {
+class Engine;
+struct EngineConfig;
+}  // namespace ceiling::serve
 
 namespace ceiling::engine {
 
@@ -45,6 +55,12 @@ struct LatencyResult {
 // `ops` holds the model's weights. Runs the whole workload twice: once untimed (warm-up: graph
 // capture, cuBLASLt plans, clocks) and once timed, with the same prompts. Needs M >= 3.
 LatencyResult run_latency(Ops& ops, const LatencyOptions& options);
+// The same on a tensor-parallel group (graph_replay_ms stays 0).
+LatencyResult run_latency(dist::TpGroup& tp, const LatencyOptions& options);
+// Either, given how to build the Engine; `ops` (may be null) is timed for graph replays.
+LatencyResult run_latency(
+    const ModelConfig& model, Ops* ops, const LatencyOptions& options,
+    const std::function<std::unique_ptr<serve::Engine>(const serve::EngineConfig&)>& make_engine);
 
 // Bytes a decode step moves for `batch` sequences with `context` tokens cached each, bf16: the
 // weights once (embedding: only the B rows looked up), and K/V of the context + 1 tokens the

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "core/status.h"
+#include "dist/tp_group.h"
+#include "kernels/cpu/sampling.h"
 
 namespace ceiling::serve {
 
@@ -34,7 +36,37 @@ int64_t kv_block_bytes(const ModelConfig& c, int block_size, DType kv_dtype) {
 }
 
 ModelRunner::ModelRunner(engine::Ops& ops, const RunnerConfig& config)
-    : ops_(ops), config_(config), forward_(ops, forward_limits(config)) {
+    : ops_(&ops), model_(ops.config()), config_(config) {
+  const int blocks = size_cache(ops.config(), ops.kv_dtype(),
+                                [&ops](size_t* f, size_t* t) { return ops.device_memory(f, t); });
+  forward_ = std::make_unique<engine::Forward>(ops, forward_limits(config_));
+  kv_ = ops.alloc_kv_cache(blocks, config_.block_size);
+  kv_bytes_ = kv_block_bytes(ops.config(), config_.block_size, ops.kv_dtype()) * blocks;
+}
+
+ModelRunner::ModelRunner(dist::TpGroup& tp, const RunnerConfig& config)
+    : tp_(&tp), model_(tp.config()), config_(config) {
+  const int blocks = size_cache(tp.rank_config(), tp.kv_dtype(),
+                                [&tp](size_t* f, size_t* t) { return tp.device_memory(f, t); });
+  tp.init(forward_limits(config_), blocks, config_.block_size);
+  kv_.num_blocks = blocks;
+  kv_bytes_ =
+      kv_block_bytes(tp.rank_config(), config_.block_size, tp.kv_dtype()) * blocks * tp.world();
+}
+
+ModelRunner::~ModelRunner() = default;
+
+engine::Ops& ModelRunner::ops() {
+  CEILING_ENSURE(ops_ != nullptr, "the model runner is tensor parallel: no single Ops");
+  return *ops_;
+}
+
+int ModelRunner::tensor_parallel_size() const {
+  return tp_ ? tp_->world() : 1;
+}
+
+int ModelRunner::size_cache(const ModelConfig& device_model, DType kv_dtype,
+                            const std::function<bool(size_t*, size_t*)>& device_memory) {
   const RunnerConfig& c = config_;
   CEILING_ENSURE(c.block_size >= 1 && c.block_size <= 1024,
                  "--block-size must be in [1, 1024] (got {})", c.block_size);
@@ -47,20 +79,20 @@ ModelRunner::ModelRunner(engine::Ops& ops, const RunnerConfig& config)
   if (blocks > 0) {
     sizing_note_ = "--num-kv-blocks";
   } else {
-    blocks = kv_blocks_from_memory();
+    blocks = kv_blocks_from_memory(device_model, kv_dtype, device_memory);
   }
   CEILING_ENSURE(blocks >= max_blocks_,
                  "KV cache: {} blocks of {} tokens cannot hold one sequence of --max-model-len {} "
                  "({} blocks); lower --max-model-len or give the cache more memory ({})",
                  blocks, c.block_size, c.max_model_len, max_blocks_, sizing_note_);
-  kv_ = ops.alloc_kv_cache(blocks, c.block_size);
+  return blocks;
 }
 
-int ModelRunner::kv_blocks_from_memory() {
-  const ModelConfig& mc = ops_.config();
-  const int64_t block = kv_block_bytes(mc, config_.block_size, ops_.kv_dtype());
+int ModelRunner::kv_blocks_from_memory(const ModelConfig& mc, DType kv_dtype,
+                                       const std::function<bool(size_t*, size_t*)>& device_memory) {
+  const int64_t block = kv_block_bytes(mc, config_.block_size, kv_dtype);
   size_t free_b = 0, total_b = 0;
-  if (!ops_.device_memory(&free_b, &total_b)) {
+  if (!device_memory(&free_b, &total_b)) {
     const int64_t want = int64_t{config_.max_num_seqs} * max_blocks_;
     const int64_t cap = std::max<int64_t>(kCpuKvCap / block, max_blocks_);
     sizing_note_ = fmt::format("host memory: {} sequences of max_model_len, at most 4 GiB",
@@ -69,7 +101,7 @@ int ModelRunner::kv_blocks_from_memory() {
   }
   // Reserve for what is allocated after start-up: the sampler's per-row token counts and
   // buffers (R × V int32 + f32), attention split-KV and cuBLASLt workspaces, graph memory.
-  const double reserve = 2.0 * config_.max_num_seqs * mc.vocab_size * 4.0 + double(512 << 20);
+  const double reserve = 2.0 * config_.max_num_seqs * model_.vocab_size * 4.0 + double(512 << 20);
   const double used = static_cast<double>(total_b - free_b);
   const double budget =
       config_.gpu_memory_utilization * static_cast<double>(total_b) - used - reserve;
@@ -103,7 +135,13 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
     if (s.want_logits) row_of[i] = rows++;
   }
   timing_.build_s = seconds_since(t);
-  logits_ = forward_.run(step, kv_);
+  if (tp_) {
+    const std::span<const float> l = tp_->run(step);
+    logits_ =
+        TensorView(const_cast<float*>(l.data()), DType::kF32, {rows, int64_t{model_.vocab_size}});
+  } else {
+    logits_ = forward_->run(step, kv_);
+  }
   timing_.forward_s = seconds_since(t);
 
   std::vector<int32_t> result(out.seqs.size(), -1);
@@ -126,7 +164,16 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
     want_lp = want_lp || q.params.logprobs >= 0;
   }
   std::vector<int32_t> sampled(static_cast<size_t>(rows));
-  ops_.sample(logits_, reqs, sampled.data());
+  if (tp_) {  // the reference sampler on the host's joined logits
+    for (int r = 0; r < rows; ++r) {
+      const engine::SampleRequest& q = reqs[static_cast<size_t>(r)];
+      sampled[static_cast<size_t>(r)] =
+          cpu::sample_token(logits_.as<const float>() + int64_t{r} * model_.vocab_size,
+                            model_.vocab_size, q.params, q.prompt, q.generated, q.u);
+    }
+  } else {
+    ops_->sample(logits_, reqs, sampled.data());
+  }
   timing_.sample_s = seconds_since(t);
   for (size_t i = 0; i < out.seqs.size(); ++i)
     if (row_of[i] >= 0) result[i] = sampled[static_cast<size_t>(row_of[i])];
@@ -134,9 +181,8 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
   if (want_lp && logprobs) {
     // Log-softmax of the model's raw logits (before penalties and temperature, as vLLM's
     // default), computed on the host from one copy of the step's logits rows.
-    const int V = ops_.config().vocab_size;
-    host_logits_.resize(static_cast<size_t>(logits_.numel()));
-    ops_.to_host(logits_, host_logits_.data());
+    const int V = model_.vocab_size;
+    host_logits_ = last_logits_host();
     logprobs->assign(out.seqs.size(), TokenLogprob{});
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const Sequence& q = *out.seqs[i].seq;
@@ -164,6 +210,16 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
     }
   }
   return result;
+}
+
+std::vector<float> ModelRunner::last_logits_host() {
+  std::vector<float> host(static_cast<size_t>(logits_.numel()));
+  if (tp_) {
+    std::copy_n(logits_.as<const float>(), host.size(), host.data());
+  } else if (!host.empty()) {
+    ops_->to_host(logits_, host.data());
+  }
+  return host;
 }
 
 }  // namespace ceiling::serve

@@ -8,18 +8,29 @@
 // on the CPU, enough for max_num_seqs sequences of max_model_len, capped at 4 GiB (vLLM's CPU
 // default KV space). Block tables are sized to max_model_len (ceil(max_model_len/block_size)).
 //
+// Tensor parallel (the TpGroup constructor): the group's ranks each hold a shard, a forward and
+// a KV cache of their heads with the same number of blocks (sized from the least free device
+// memory and the rank's share of a block); the logits of the full vocabulary come back on the
+// host and are sampled there with the reference sampler (kernels/cpu/sampling.h).
+//
 // CUDA graphs: the Ops captures decode steps per batch bucket (CudaOps; see cuda_ops.h), so a
 // decode step of S sequences replays the graph of the bucket >= S; enforce_eager turns it off.
 // Thread-safety: the engine thread only.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/forward.h"
 #include "engine/ops.h"
 #include "serve/scheduler.h"
+
+namespace ceiling::dist {
+class TpGroup;
+}
 
 namespace ceiling::serve {
 
@@ -40,14 +51,20 @@ class ModelRunner {
   // `ops` holds the model's weights and outlives the runner. Throws ceiling::Error when the cache
   // cannot hold one sequence of max_model_len tokens.
   ModelRunner(engine::Ops& ops, const RunnerConfig& config);
+  // Tensor parallel over `tp`'s ranks (it outlives the runner).
+  ModelRunner(dist::TpGroup& tp, const RunnerConfig& config);
+  ~ModelRunner();
 
-  engine::Ops& ops() { return ops_; }
+  // The single Ops (throws under tensor parallelism).
+  engine::Ops& ops();
+  // The whole model (under tensor parallelism too).
+  const ModelConfig& model_config() const { return model_; }
+  int tensor_parallel_size() const;
   const RunnerConfig& config() const { return config_; }
   int num_blocks() const { return kv_.num_blocks; }
   int max_blocks_per_seq() const { return max_blocks_; }
-  int64_t kv_bytes() const {
-    return kv_block_bytes(ops_.config(), config_.block_size, ops_.kv_dtype()) * kv_.num_blocks;
-  }
+  // All ranks together.
+  int64_t kv_bytes() const { return kv_bytes_; }
   const std::string& sizing_note() const { return sizing_note_; }
 
   // Runs the step and returns, per entry of out.seqs, the sampled id (-1 where the entry wants no
@@ -60,16 +77,26 @@ class ModelRunner {
   };
   const Timing& last_timing() const { return timing_; }
 
-  // The logits [R, V] of the last step (Ops memory, valid until the next step).
+  // The logits [R, V] of the last step (Ops memory; host memory under tensor parallelism),
+  // valid until the next step.
   const TensorView& last_logits() const { return logits_; }
+  // The same, copied to the host.
+  std::vector<float> last_logits_host();
 
  private:
-  int kv_blocks_from_memory();
+  // Checks the config, sizes the cache; returns its blocks.
+  int size_cache(const ModelConfig& device_model, DType kv_dtype,
+                 const std::function<bool(size_t*, size_t*)>& device_memory);
+  int kv_blocks_from_memory(const ModelConfig& device_model, DType kv_dtype,
+                            const std::function<bool(size_t*, size_t*)>& device_memory);
 
-  engine::Ops& ops_;
+  engine::Ops* ops_ = nullptr;   // TP = 1
+  dist::TpGroup* tp_ = nullptr;  // TP > 1
+  ModelConfig model_;
   RunnerConfig config_;
-  engine::Forward forward_;
+  std::unique_ptr<engine::Forward> forward_;
   int max_blocks_ = 0;
+  int64_t kv_bytes_ = 0;
   std::string sizing_note_;
   engine::KvCache kv_;
   TensorView logits_;

@@ -147,5 +147,17 @@ assert off["prefix_cache_hit_rate"] == 0
 assert on["outputs_hash"] == off["outputs_hash"]
 PY
 
+# 10. Tensor parallelism on the CPU (threads, one per rank): the same greedy text as one rank, the
+# same bench throughput outputs, and a one-line error for a size the heads do not split by.
+for n in 2 4; do
+  "$bin" generate --prompt "" --temperature 0 --max-tokens 256 --tensor-parallel-size $n --threads 2 \
+    >"$work/greedy_tp$n.txt" 2>/dev/null
+  check "generate --tensor-parallel-size $n == TP 1" cmp "$work/greedy_tp$n.txt" "$work/greedy.txt"
+done
+"$bin" bench throughput --model models/stories260K --num-prompts 24 --input-len 40 --output-len 8 \
+  --dataset prefix-shared --prefix-len 32 --max-num-seqs 4 --tp 2 --out "$work/tp2.json" >/dev/null 2>&1
+check "bench throughput --tp 2 outputs == TP 1" python3 -c "import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(a['outputs_hash']!=b['outputs_hash'])" "$work/tp2.json" "$work/tp_on.json"
+bad "--tensor-parallel-size 3" "does not divide num_attention_heads 8" generate --prompt hi --tensor-parallel-size 3
+
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

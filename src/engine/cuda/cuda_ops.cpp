@@ -38,7 +38,8 @@ enum Op : uint64_t {
   kNormQkvRope,
   kOProjResidual,
   kNormGateUpSilu,
-  kDownResidual
+  kDownResidual,
+  kAllReduce
 };
 }  // namespace
 
@@ -411,6 +412,16 @@ void CudaOps::o_proj(int l, const TensorView& attn, const TensorView& out) {
   check_rows(out, kTokens, "o_proj output");
   const TensorView& w = weights().layers.at(l).o_proj;
   if (launching()) linear(attn, w, nullptr, bf16_ptr(out, "o_proj output"), DType::kBF16, rows);
+}
+
+void CudaOps::all_reduce_sum(const TensorView& x) {
+  Communicator* comm = communicator();
+  CEILING_ENSURE(comm != nullptr, "CudaOps: all_reduce_sum without a communicator");
+  const int rows = begin_op(kAllReduce, -1, {x.data}, false, x, kTokens);
+  if (!launching()) return;  // a replay: the graph holds the collective
+  TensorView v = x;          // a graph step reduces all B rows of the bucket
+  v.shape[0] = rows;
+  comm->all_reduce_sum(v, stream_);
 }
 
 void CudaOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up) {

@@ -103,6 +103,8 @@ class CudaOps final : public Ops {
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
+  // Tensor parallel: the communicator's collective on this stream, recorded in decode graphs.
+  void all_reduce_sum(const TensorView& x) override;
 
   cudaStream_t stream() const { return stream_; }
   const CudaOpsStats& stats() const { return stats_; }

@@ -1,0 +1,203 @@
+// Tensor parallelism on GPUs (label gpu; skips with fewer than 2 GPUs or without NCCL):
+//  * the NCCL communicator's all-reduce against the host sum in rank order: bit for bit on fp32
+//    (2 ranks: one addition, exact either way), within one bf16 rounding on bf16;
+//  * TP = 2 (and 4 where there are 4 GPUs) on CudaOps against CpuOps fp32 on the same bf16
+//    weights, judged by the bf16 noise rule (NoiseCheck), over a chunked prefill and decode steps
+//    that capture and replay the CUDA graphs with the NCCL calls inside.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "dist/tp_group.h"
+#include "engine/cpu_ops.h"
+#include "engine_test_util.h"
+#include "test_models.h"
+
+#if defined(HAVE_CEILING_NCCL)
+#include "dist/nccl_communicator.h"
+#endif
+
+namespace ceiling::dist {
+namespace {
+
+using engine::gpu_test::NoiseCheck;
+
+int gpu_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+#define REQUIRE_GPUS(n)                                                                     \
+  if (gpu_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, found " << gpu_count(); \
+  if (!kHaveNccl) GTEST_SKIP() << "built without NCCL"
+
+#if defined(HAVE_CEILING_NCCL)
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
+
+// Both paths: NCCL and the one-shot P2P kernel (bit for bit the same on 2 ranks: one addition).
+TEST(NcclCommunicator, AllReduceMatchesHostSum) {
+  REQUIRE_GPUS(2);
+#if defined(HAVE_CEILING_NCCL)
+  auto comms = make_nccl_communicators(2, std::chrono::seconds(60), size_t{1} << 20);
+  auto& c0 = dynamic_cast<NcclCommunicator&>(*comms[0]);
+  if (c0.custom_max_bytes() == 0) std::cout << "no P2P between GPU 0 and 1: custom path untested\n";
+  for (int path = 0; path < (c0.custom_max_bytes() ? 2 : 1); ++path)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{16384}, int64_t{131072}}) {
+        SCOPED_TRACE(testing::Message()
+                     << (path ? "custom " : "nccl ") << dtype_name(dt) << " n " << n);
+        std::vector<std::vector<float>> in(2, std::vector<float>(static_cast<size_t>(n)));
+        std::mt19937 rng(static_cast<uint32_t>(n));
+        std::normal_distribution<float> nd;
+        for (auto& v : in)
+          for (auto& x : v) x = dt == DType::kBF16 ? bf16_to_f32(f32_to_bf16(nd(rng))) : nd(rng);
+        std::vector<std::vector<float>> out(2);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < 2; ++r)
+          threads.emplace_back([&, r] {
+            cudaSetDevice(r);
+            const size_t e = dtype_bytes(dt, 1), bytes = e * static_cast<size_t>(n);
+            std::vector<uint16_t> h16(static_cast<size_t>(n));
+            const void* src = in[static_cast<size_t>(r)].data();
+            if (dt == DType::kBF16) {
+              for (int64_t i = 0; i < n; ++i) h16[i] = f32_to_bf16(in[static_cast<size_t>(r)][i]);
+              src = h16.data();
+            }
+            void* d = nullptr;
+            cudaStream_t s = nullptr;
+            cudaMalloc(&d, bytes);
+            cudaStreamCreate(&s);
+            cudaMemset(d, 0xff, bytes);  // poison
+            cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+            auto& comm = dynamic_cast<NcclCommunicator&>(*comms[static_cast<size_t>(r)]);
+            const TensorView x(d, dt, {n}, Device::kCuda);
+            if (path == 0)
+              comm.all_reduce_nccl(x, s);
+            else
+              comm.all_reduce_custom(x, s);
+            cudaStreamSynchronize(s);
+            std::vector<float>& o = out[static_cast<size_t>(r)];
+            o.resize(static_cast<size_t>(n));
+            if (dt == DType::kF32) {
+              cudaMemcpy(o.data(), d, bytes, cudaMemcpyDeviceToHost);
+            } else {
+              cudaMemcpy(h16.data(), d, bytes, cudaMemcpyDeviceToHost);
+              for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(h16[i]);
+            }
+            cudaFree(d);
+            cudaStreamDestroy(s);
+          });
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < 2; ++r)
+          for (int64_t i = 0; i < n; ++i) {
+            const float want = in[0][i] + in[1][i];
+            const float got = out[static_cast<size_t>(r)][i];
+            if (dt == DType::kF32) {
+              ASSERT_EQ(got, want) << "rank " << r << " i " << i;
+            } else {
+              ASSERT_EQ(got, bf16_to_f32(f32_to_bf16(want))) << "rank " << r << " i " << i;
+            }
+          }
+      }
+    }
+#endif
+}
+
+// One sequence through TP = world on CudaOps and through CpuOps (fp32 and bf16-emulating), the
+// reference's greedy pick fed to all (so the runs never diverge); logits judged by NoiseCheck.
+void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const std::string& what,
+                size_t custom_bytes = 0) {
+  const int bs = 4, nb = 64, P = 29, steps = 12, V = c.vocab_size;
+  const engine::ForwardLimits limits{16, 8};
+  engine::CpuOps ref_ops(engine::CpuOpsOptions{0});
+  engine::CpuOps emu_ops(engine::CpuOpsOptions{0, true});
+  ref_ops.upload(c, w);
+  emu_ops.upload(c, w);
+  engine::Forward ref(ref_ops, limits), emu(emu_ops, limits);
+  engine::KvCache ref_kv = ref_ops.alloc_kv_cache(nb, bs), emu_kv = emu_ops.alloc_kv_cache(nb, bs);
+  TpOptions o;
+  o.world = world;
+  o.device = "cuda";
+  o.timeout = std::chrono::seconds(120);
+  o.custom_all_reduce_max_bytes = custom_bytes;
+  TpGroup tp(c, w, o);
+  tp.init(limits, nb, bs);
+
+  std::vector<int32_t> blocks(nb);
+  for (int i = 0; i < nb; ++i) blocks[static_cast<size_t>(i)] = i;
+  std::mt19937 rng(11);
+  std::vector<int32_t> ids(P);
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
+  NoiseCheck check;
+  int done = 0;
+  auto host = [](engine::Ops& ops, const TensorView& l) {
+    std::vector<float> v(static_cast<size_t>(l.numel()));
+    ops.to_host(l, v.data());
+    return v;
+  };
+  while (done < P + steps) {
+    const int n = done < P ? std::min(limits.max_tokens, P - done) : 1;
+    engine::StepBatch step;
+    step.max_blocks = nb;
+    engine::append_sequence(step, std::vector<int32_t>(ids.begin() + done, ids.begin() + done + n),
+                            done, blocks, bs, true);
+    const auto want = host(ref_ops, ref.run(step, ref_kv));
+    const auto noise = host(emu_ops, emu.run(step, emu_kv));
+    const std::span<const float> g = tp.run(step);
+    check.expect(std::vector<float>(g.begin(), g.end()), want, noise,
+                 what + " tokens " + std::to_string(done) + "+" + std::to_string(n));
+    done += n;
+    if (done >= P && static_cast<int>(ids.size()) < P + steps)
+      ids.push_back(engine::gpu_test::argmax(want.data(), V));
+  }
+  std::cout << what << ": " << check.summary() << "\n";
+}
+
+TEST(TensorParallelGpu, RandomModelMatchesCpuWithinBf16Noise) {
+  REQUIRE_GPUS(2);
+  ModelConfig c = engine::testing::small_config(Arch::kLlama);
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;  // the GPU kernels' head dim
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.vocab_size = 1001;
+  const auto m = engine::testing::make_random_model(c, DType::kBF16, 5);
+  for (int world : {2, 4}) {
+    if (world > gpu_count()) continue;
+    compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world));
+    compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world) + " custom all-reduce",
+               size_t{1} << 20);
+  }
+}
+
+TEST(TensorParallelGpu, Stories260kMatchesCpuWithinBf16Noise) {
+  REQUIRE_GPUS(2);
+  const Model m = load_model(std::filesystem::path(CEILING_SOURCE_DIR) / "models/stories260K");
+  const auto w = engine::gpu_test::to_bf16(m.weights);  // CudaOps computes with bf16 weights
+  compare_tp(m.config, w->views, 2, "stories260K TP=2");
+}
+
+TEST(TensorParallelGpu, MoreRanksThanGpusIsAnError) {
+  REQUIRE_GPUS(1);
+  if (gpu_count() >= 4) GTEST_SKIP() << "stories260K splits at most 4 ways; this host has 4 GPUs";
+  const Model m = load_model(std::filesystem::path(CEILING_SOURCE_DIR) / "models/stories260K");
+  TpOptions o;
+  o.world = 4;
+  o.device = "cuda";
+  try {
+    TpGroup tp(m.config, m.weights, o);
+    FAIL() << "TP = 4 started on " << gpu_count() << " GPUs";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 4 GPUs"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ceiling::dist
