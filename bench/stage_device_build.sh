@@ -15,7 +15,7 @@ rm -rf "$stage"
 mkdir -p "$stage/apps" "$stage/tests/gpu"
 cp "$build/apps/ceiling" "$stage/apps/"
 if [ $engine = 1 ]; then
-  tests="engine_cuda_ops engine_cuda_parity engine_batch"
+  tests="engine_cuda_ops engine_cuda_parity engine_batch engine_tp"
   tok=data/tokenizers/llama3
   mkdir -p "$stage/devdata/llama3"
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$stage/devdata/llama3/"
@@ -25,6 +25,10 @@ fi
 for t in $tests; do
   cp "$build/tests/gpu/gpu_$t" "$stage/tests/gpu/"
 done
-strip --strip-debug "$stage/apps/ceiling" "$stage"/tests/gpu/* 2>/dev/null || true
+if [ $engine = 1 ] && [ -f "$build/tests/dist/dist_test" ]; then  # the TP tests (CPU ranks too)
+  mkdir -p "$stage/tests/dist"
+  cp "$build/tests/dist/dist_test" "$stage/tests/dist/"
+fi
+strip --strip-debug "$stage/apps/ceiling" "$stage"/tests/*/* 2>/dev/null || true
 scripts/device/bundle.sh "$stage"
 du -sh "$stage"
