@@ -126,8 +126,9 @@ int run_throughput_bench(const ThroughputArgs& a) {
 #endif
   if (!a.no_warmup) {  // graph capture, cuBLASLt plans and clocks, on other prompts
     const int n = std::min<int>(engine.config().max_num_seqs, static_cast<int>(w.prompts.size()));
+    // Never longer than the run's own requests: max_model_len may be just what they need.
     serve::Workload warm = serve::random_workload(mc.vocab_size, n, std::min<int>(a.input_len, 64),
-                                                  8, 0, a.seed + 0x5eed);
+                                                  std::min(a.output_len, 8), 0, a.seed + 0x5eed);
     serve::run_throughput(engine, warm);
   }
   const serve::ThroughputRun r = serve::run_throughput(engine, w);

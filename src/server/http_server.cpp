@@ -59,6 +59,12 @@ HttpServer::HttpServer(ServerOptions options)
       opt_.http_threads > 0 ? opt_.http_threads : opt_.max_num_seqs + opt_.max_queued_requests + 64;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(opt_.max_request_bytes);
+  // Every SSE chunk goes out at once: with Nagle's algorithm a small write waits for the ACK
+  // of the previous one, which a client may delay by 40 ms.
+  http_->set_tcp_nodelay(true);
+  // Clients keep their connections (httplib's default closes one after 5 requests, and a
+  // client racing that close loses its request).
+  http_->set_keep_alive_max_count(100000);
   http_->set_keep_alive_timeout(5);
   http_->set_read_timeout(30);
   routes();
