@@ -112,7 +112,7 @@ TEST(NcclCommunicator, AllReduceMatchesHostSum) {
 // One sequence through TP = world on CudaOps and through CpuOps (fp32 and bf16-emulating), the
 // reference's greedy pick fed to all (so the runs never diverge); logits judged by NoiseCheck.
 void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const std::string& what,
-                size_t custom_bytes = 0) {
+                size_t custom_bytes = 0, bool graphs = true) {
   const int bs = 4, nb = 64, P = 29, steps = 12, V = c.vocab_size;
   const engine::ForwardLimits limits{16, 8};
   engine::CpuOps ref_ops(engine::CpuOpsOptions{0});
@@ -135,6 +135,7 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   o.device = "cuda";
   o.timeout = std::chrono::seconds(120);
   o.custom_all_reduce_max_bytes = custom_bytes;
+  o.ops.cuda_graphs = graphs;
   TpGroup tp(c, w, o);
   tp.init(limits, nb, bs);
 
@@ -191,6 +192,7 @@ TEST(TensorParallelGpu, Stories260kMatchesCpuWithinBf16Noise) {
   REQUIRE_GPUS(2);
   const Model m = load_model(std::filesystem::path(CEILING_SOURCE_DIR) / "models/stories260K");
   const auto w = engine::gpu_test::to_bf16(m.weights);  // CudaOps computes with bf16 weights
+  compare_tp(m.config, w->views, 2, "stories260K TP=2 eager", 0, false);
   compare_tp(m.config, w->views, 2, "stories260K TP=2");
 }
 
