@@ -203,14 +203,15 @@ def latency_section(runs):
            "decode of the same model on the same GPU in the same run. `predicted` is the layer-2 roofline of "
            "the step (`ceiling roofline` at the run's context), `gap` measured / predicted (runs before the "
            "prediction was recorded leave both empty).", "",
-           "| file | model | GPU | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms | % of floor "
-           "| GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
-           "|" + "---|" * 17]
+           "| file | model | GPU | TP | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms "
+           "| % of floor | GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
+           "|" + "---|" * 18]
     for name, r in runs:
         base = r.get("baseline_tokens_per_s")
         tps = r.get("tokens_per_s")
         out.append("| " + " | ".join([
-            f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")), str(r.get("batch", "")),
+            f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")),
+            str(r.get("tensor_parallel_size", 1)), str(r.get("batch", "")),
             f"{r.get('input_len', '')}/{r.get('output_len', '')}", "on" if r.get("cuda_graphs") else "off",
             fmt(r.get("ttft_ms"), ".2f"), fmt(r.get("ms_per_token"), ".3f"), fmt(tps, ".1f"),
             fmt(r.get("floor_ms_per_token"), ".3f"), fmt(r.get("pct_of_floor"), ".1f"), fmt(r.get("gbps"), ".0f"),
@@ -218,6 +219,41 @@ def latency_section(runs):
             fmt(base, ".1f"), fmt(tps / base if isinstance(base, (int, float)) and base and tps else None, ".1f"),
             f"`{r.get('git_sha', '')}`",
         ]) + " |")
+    return out + [""]
+
+
+def serve_section(runs):
+    """`ceiling bench serve` runs (vLLM's serving metrics): one row per result file."""
+    out = ["## Online serving (`ceiling bench serve`)", "",
+           "Streamed requests against an OpenAI-compatible server over loopback; TTFT, TPOT (excluding "
+           "the first token), ITL and E2EL as `vllm bench serve` computes them. The GPU and server "
+           "configuration are in the run's log beside the file (`serve-<gpu>-<date>r<N>.log`).", "",
+           "| file | endpoint | in/out | requests | rate | ok | failed | duration s | req/s | output tok/s "
+           "| median TTFT ms | p99 TTFT ms | median TPOT ms | median ITL ms | p99 ITL ms | median E2EL ms "
+           "| git |", "|" + "---|" * 17]
+    for name, r in runs:
+        out.append("| " + " | ".join([
+            f"`{name}`", str(r.get("endpoint", "")),
+            f"{r.get('random_input_len', '')}/{r.get('random_output_len', '')}",
+            str(r.get("num_prompts", "")), str(r.get("request_rate", "")), str(r.get("completed", "")),
+            str(r.get("failed", "")), fmt(r.get("duration"), ".1f"), fmt(r.get("request_throughput"), ".2f"),
+            fmt(r.get("output_throughput"), ".1f"), fmt(r.get("median_ttft_ms"), ".2f"),
+            fmt(r.get("p99_ttft_ms"), ".2f"), fmt(r.get("median_tpot_ms"), ".2f"),
+            fmt(r.get("median_itl_ms"), ".2f"), fmt(r.get("p99_itl_ms"), ".2f"),
+            fmt(r.get("median_e2el_ms"), ".2f"), f"`{r.get('git_sha', '')}`",
+        ]) + " |")
+    return out + [""]
+
+
+def allreduce_section(name, run):
+    """`ceiling bench allreduce`: latency per message size, NCCL beside the one-shot P2P kernel."""
+    out = [f"### {name}", "",
+           f"All-reduce (sum, {run.get('dtype', '')}) over {run.get('tensor_parallel_size', '')} GPUs; "
+           f"{run.get('method', '')}", "",
+           "| bytes | NCCL us | custom us | roofline us | choice |", "|---|---|---|---|---|"]
+    for c in run.get("sizes", []):
+        out.append(f"| {c.get('bytes')} | {fmt(c.get('nccl_us'), '.2f')} | {fmt(c.get('custom_us'), '.2f')} "
+                   f"| {fmt(c.get('roofline_us'), '.2f')} | {c.get('choice', '')} |")
     return out + [""]
 
 
@@ -246,6 +282,7 @@ def main():
     latency = []
     kernels = []
     throughput = []
+    serve = []
     for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
         with open(path) as f:
             try:
@@ -258,6 +295,10 @@ def main():
             latency.append((base, run))
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench throughput":
             throughput.append((base, run))
+        elif isinstance(run, dict) and run.get("tool") == "ceiling bench serve":
+            serve.append((base, run))
+        elif isinstance(run, dict) and run.get("tool") == "ceiling bench allreduce":
+            others += allreduce_section(base, run)
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
             lines += kernel_section(base, run, img_dir, md_dir)
             kernels.append((base, run))
@@ -270,6 +311,8 @@ def main():
             others.append(f"- `{base}`: not a JSON object")
     if latency:
         lines += latency_section(latency)
+    if serve:
+        lines += serve_section(serve)
     if throughput:
         lines += ["## Offline throughput (every run)", ""]
         for name, run in throughput:
@@ -291,6 +334,8 @@ def main():
              "and every earlier run: [results-history.md](results-history.md). What the predictions mean: "
              "[roofline.md](roofline.md).", ""]
     first += results_headline.headline(latency, kernels, img_dir, md_dir, images, throughput)
+    if serve:
+        first += serve_section(serve)
     with open(a.out, "w") as f:
         f.write("\n".join(first))
     print(f"wrote {a.out} and {history}")
