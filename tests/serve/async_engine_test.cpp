@@ -80,10 +80,12 @@ TEST(AsyncEngine, ThreadsSubmitAbortAndGetTheSynchronousResult) {
     tokens += static_cast<int>(o.new_tokens.size());
     if (o.finished) aborted.set_value(o);
   });
-  async.abort(key);  // handled at the engine thread's next turn: within a step or two
+  async.abort(key);  // handled at the engine thread's next turn, usually within a step or two
   const RequestOutput a = aborted.get_future().get();
   EXPECT_EQ(a.finish, FinishReason::kAbort);
-  EXPECT_LE(tokens.load(), 2);
+  // How many steps run before the abort lands depends on thread scheduling (a loaded CI machine
+  // can deschedule this thread for several steps); it must end the request before max_tokens.
+  EXPECT_LT(tokens.load(), longp.max_tokens);
   async.shutdown();
   EXPECT_EQ(async.num_in_flight(), 0);
   EXPECT_TRUE(async.healthy());
