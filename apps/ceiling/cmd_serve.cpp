@@ -68,9 +68,9 @@ int run(Args a) {
     }
     serve::EngineConfig ec = engine_config(a.engine);
     ec.eos_token_ids = serve::eos_token_ids(lm.model, tok);
-    std::optional<serve::Engine> engine;  // (declared after what it uses: destroyed first)
+    // (declared after what they use: destroyed first)
+    std::unique_ptr<serve::Engine> engine = lm.make_engine(ec, &tok);  // TP-aware
     std::optional<serve::AsyncEngine> async;
-    engine.emplace(*lm.ops, ec, &tok);
     fmt::print(stderr, "{}\n", engine->kv_summary());
     async.emplace(*engine);
     server::ModelInfo info;
@@ -83,7 +83,7 @@ int run(Args a) {
     info.max_n = a.max_n;
     http.attach(*async, info);
     fmt::print(stderr, "ceiling serve: ready ({} on {}, max_model_len {})\n", info.name,
-               lm.ops->name(), info.max_model_len);
+               lm.device_name(), info.max_model_len);
 
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -141,6 +141,7 @@ CEILING_COMMAND(
                      "seconds in-flight requests get to finish after SIGTERM (default 30)")
           ->check(CLI::Range(0.0, 86400.0));
       add_engine_flags(sub, a->engine);
+      add_tensor_parallel_flags(sub, a->engine);
       return [a] { return run(*a); };
     },
     25);
