@@ -1,5 +1,8 @@
 #include <cuda_bf16.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "core/check.h"
 #include "kernels/cuda/all_reduce.h"
 
@@ -61,19 +64,47 @@ __device__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
 }
 
+// Elements of T per 16-byte vector.
 template <typename T>
+constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+
+// x [n] in vectors of kVec<T> (n a multiple of kVec, x and the stages 16-byte aligned: every
+// load and store is 16 bytes, so a remote read over NVLink moves a whole vector); the tail path
+// below takes anything else one element at a time. Sums run in rank order in fp32 either way, so
+// the vector path gives the same bits as the scalar one.
+template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(T* x, int64_t n, int rank, int world, OneShotPeers p, uint32_t* counters) {
-  const int64_t chunk = (n + gridDim.x - 1) / gridDim.x;
-  const int64_t begin = blockIdx.x * chunk, end = min(n, begin + chunk);
+  constexpr int V = kVector ? kVec<T> : 1;
+  const int64_t units = n / V;  // vectors (or elements)
+  const int64_t chunk = (units + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = blockIdx.x * chunk, end = min(units, begin + chunk);
   const uint32_t epoch = counters[blockIdx.x] + 1;
-  T* mine = static_cast<T*>(p.stage[rank]);
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) mine[i] = x[i];
+  using Unit = std::conditional_t<kVector, uint4, T>;
+  Unit* mine = static_cast<Unit*>(p.stage[rank]);
+  Unit* xs = reinterpret_cast<Unit*>(x);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) mine[i] = xs[i];
   barrier(p, rank, world, 0, epoch);
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    float s = 0.0f;
-    for (int q = 0; q < world; ++q) s += to_f(static_cast<const T*>(p.stage[q])[i]);
-    x[i] = from_f<T>(s);
+    Unit in[kOneShotMaxRanks];
+#pragma unroll
+    for (int q = 0; q < kOneShotMaxRanks; ++q)  // every peer's load in flight at once
+      if (q < world) in[q] = static_cast<const Unit*>(p.stage[q])[i];
+    float s[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) s[e] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kOneShotMaxRanks; ++q) {
+      if (q >= world) break;
+      const T* v = reinterpret_cast<const T*>(&in[q]);
+#pragma unroll
+      for (int e = 0; e < V; ++e) s[e] += to_f(v[e]);
+    }
+    Unit out;
+    T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int e = 0; e < V; ++e) o[e] = from_f<T>(s[e]);
+    xs[i] = out;
   }
   barrier(p, rank, world, 1, epoch);  // nobody overwrites its stage before all have read it
   if (threadIdx.x == 0) counters[blockIdx.x] = epoch;
@@ -87,17 +118,27 @@ Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
     return Status::error("one_shot_all_reduce: rank {} of {} (at most {} ranks)", rank, world,
                          kOneShotMaxRanks);
   if (n <= 0) return Status();
-  // Enough blocks to keep NVLink busy at a few hundred KB, few enough to stay co-resident.
+  // Enough blocks to keep NVLink busy at a few hundred KB, few enough to stay co-resident: one
+  // 16-byte vector (or element) per thread per pass, up to 4 passes per block.
+  const int elem = static_cast<int>(dtype_bytes(dtype, 1));
+  const bool vector = elem > 0 && (n * elem) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(x) % 16 == 0;  // stages: cudaMalloc, aligned
+  const int64_t units = vector ? n * elem / 16 : n;
   const int blocks = static_cast<int>(
-      std::min<int64_t>(kOneShotMaxBlocks, (n + 4 * kThreads - 1) / (4 * kThreads)));
+      std::min<int64_t>(kOneShotMaxBlocks, (units + 4 * kThreads - 1) / (4 * kThreads)));
+  auto launch = [&]<typename T>(T* p) {
+    if (vector)
+      one_shot_kernel<T, true><<<blocks, kThreads, 0, stream>>>(p, n, rank, world, peers, counters);
+    else
+      one_shot_kernel<T, false>
+          <<<blocks, kThreads, 0, stream>>>(p, n, rank, world, peers, counters);
+  };
   switch (dtype) {
     case DType::kF32:
-      one_shot_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<float*>(x), n, rank,
-                                                              world, peers, counters);
+      launch(static_cast<float*>(x));
       break;
     case DType::kBF16:
-      one_shot_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(
-          static_cast<__nv_bfloat16*>(x), n, rank, world, peers, counters);
+      launch(static_cast<__nv_bfloat16*>(x));
       break;
     default:
       return Status::error("one_shot_all_reduce: dtype {} not built (f32, bf16)",
