@@ -25,6 +25,8 @@ struct TpGroup::Rank {
   engine::KvCache kv;
   engine::StepBatch step;  // the step with token ids in this rank's vocabulary slice
   std::vector<float> host;
+  TensorView gathered;  // [N · R_max · Vp] f32: every rank's logits slice (run_gathered)
+  TensorView full;      // rank 0: [R_max, V] f32, the joined logits
   std::thread thread;
 };
 
@@ -205,6 +207,7 @@ void TpGroup::init(engine::ForwardLimits limits, int num_blocks, int block_size)
   });
   num_blocks_ = num_blocks;
   block_size_ = block_size;
+  limits_ = limits;
 }
 
 std::span<const float> TpGroup::run(const engine::StepBatch& step) {
@@ -224,6 +227,48 @@ std::span<const float> TpGroup::run(const engine::StepBatch& step) {
       std::copy_n(rk.host.data() + r * w, vs.valid, logits_.data() + r * V + vs.begin);
   });
   return logits_;
+}
+
+TensorView TpGroup::run_gathered(const engine::StepBatch& step) {
+  CEILING_ENSURE(num_blocks_ > 0, "TpGroup::run_gathered before init()");
+  step.validate(num_blocks_, block_size_);  // input errors leave the group usable
+  const int64_t R = step.num_logits_rows(), V = config_.vocab_size, N = world();
+  TensorView result;
+  on_all([&](Rank& rk) {
+    rk.step = step;
+    for (int32_t& id : rk.step.token_ids) id = rk.shard.vocab.local_token(id);
+    const TensorView l = rk.fwd->run(rk.step, rk.kv);  // [R, Vp]
+    const int64_t Vp = l.dim(1);
+    if (!rk.gathered.data) {
+      rk.gathered = rk.ops->alloc(DType::kF32, {N * limits_.max_logits_rows * Vp});
+      if (rk.rank == 0) rk.full = rk.ops->alloc(DType::kF32, {limits_.max_logits_rows, V});
+    }
+    if (R == 0) return;
+    float* g = rk.gathered.as<float>();
+    rk.ops->all_gather(TensorView(l.data, DType::kF32, {R * Vp}, l.device),
+                       TensorView(g, DType::kF32, {N * R * Vp}, l.device));
+    if (rk.rank != 0) return;  // the next step's work queues behind the gather on each stream
+    for (int64_t r = 0; r < N; ++r) {  // shards are read-only after load: safe from this thread
+      const VocabSlice& vs = ranks_[static_cast<size_t>(r)]->shard.vocab;
+      rk.ops->copy_columns(TensorView(g + r * R * Vp, DType::kF32, {R, Vp}, l.device), vs.valid,
+                           engine::rows(rk.full, R), vs.begin);
+    }
+    result = engine::rows(rk.full, R);
+  });
+  return result;
+}
+
+void TpGroup::sample(const TensorView& logits, std::span<const engine::SampleRequest> reqs,
+                     int32_t* ids) {
+  on_all([&](Rank& rk) {
+    if (rk.rank == 0) rk.ops->sample(logits, reqs, ids);
+  });
+}
+
+void TpGroup::to_host(const TensorView& logits, float* dst) {
+  on_all([&](Rank& rk) {
+    if (rk.rank == 0) rk.ops->to_host(logits, dst);
+  });
 }
 
 }  // namespace ceiling::dist

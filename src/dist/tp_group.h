@@ -66,6 +66,15 @@ class TpGroup {
   // Runs one step on every rank. Returns the logits [R, V] (f32, host, row-major), valid until
   // the next run().
   std::span<const float> run(const engine::StepBatch& step);
+  // Runs one step on every rank and joins the ranks' vocabulary slices of the logits where they
+  // live (an all-gather, then one column copy per rank on rank 0): returns [R, V] (f32) in rank
+  // 0's Ops memory — its GPU on cuda, no host round trip — valid until the next step.
+  TensorView run_gathered(const engine::StepBatch& step);
+  // Rank 0 samples one token per row of `logits` (from run_gathered) with its Ops' sampler, on
+  // its own thread; reqs.size() == rows, ids is host memory.
+  void sample(const TensorView& logits, std::span<const engine::SampleRequest> reqs, int32_t* ids);
+  // Rank 0 copies `logits` (from run_gathered) to host f32.
+  void to_host(const TensorView& logits, float* dst);
 
   // Rank r's Ops (tests; call only between steps).
   engine::Ops& ops(int rank);
@@ -86,6 +95,7 @@ class TpGroup {
   std::vector<std::unique_ptr<engine::Communicator>> comms_;
   std::unique_ptr<Board> board_;
   int num_blocks_ = 0, block_size_ = 0;
+  engine::ForwardLimits limits_{};
   std::vector<float> logits_;  // [R, V]
   std::string broken_;         // the first failure; non-empty: the group is unusable
 };

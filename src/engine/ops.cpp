@@ -2,7 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ceiling::engine {
+
+void Ops::copy_columns(const TensorView& src, int64_t width, const TensorView& dst, int64_t col) {
+  CEILING_ENSURE(src.device == Device::kCpu && dst.device == Device::kCpu,
+                 "{}: copy_columns of device memory needs the backend's override", name());
+  CEILING_ENSURE(src.dtype == DType::kF32 && dst.dtype == DType::kF32 && src.ndim == 2 &&
+                     dst.ndim == 2 && src.dim(0) <= dst.dim(0) && width <= src.dim(1) && col >= 0 &&
+                     col + width <= dst.dim(1),
+                 "{}: copy_columns of {} columns at {} does not fit", name(), width, col);
+  for (int64_t r = 0; r < src.dim(0); ++r)
+    std::copy_n(src.as<const float>() + r * src.dim(1), width,
+                dst.as<float>() + r * dst.dim(1) + col);
+}
 
 TensorView rows(const TensorView& t, int64_t n) {
   CEILING_ENSURE(t.ndim >= 1 && t.is_contiguous(), "rows: needs a contiguous view (got {})",

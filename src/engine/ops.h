@@ -176,6 +176,17 @@ class Ops {
     CEILING_ENSURE(comm_ != nullptr, "{}: all_reduce_sum without a communicator", name());
     comm_->all_reduce_sum(x, nullptr);
   }
+  // out [world·n] = every rank's x [n], in rank order, in this Ops' stream order (not recorded in
+  // graphs: call it between steps).
+  virtual void all_gather(const TensorView& x, const TensorView& out) {
+    CEILING_ENSURE(comm_ != nullptr, "{}: all_gather without a communicator", name());
+    comm_->all_gather(x, out, nullptr);
+  }
+  // dst [R, *] columns [col, col + width) = src [R, *] columns [0, width), for f32 views of this
+  // Ops' memory with R = src.dim(0) rows: a rank's vocabulary slice of the logits into the whole
+  // row. Host memory here; a device backend overrides it.
+  virtual void copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
+                            int64_t col);
 
  private:
   Communicator* comm_ = nullptr;

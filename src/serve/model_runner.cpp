@@ -136,9 +136,7 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
   }
   timing_.build_s = seconds_since(t);
   if (tp_) {
-    const std::span<const float> l = tp_->run(step);
-    logits_ =
-        TensorView(const_cast<float*>(l.data()), DType::kF32, {rows, int64_t{model_.vocab_size}});
+    logits_ = tp_->run_gathered(step);  // [rows, V] in rank 0's memory
   } else {
     logits_ = forward_->run(step, kv_);
   }
@@ -164,13 +162,8 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
     want_lp = want_lp || q.params.logprobs >= 0;
   }
   std::vector<int32_t> sampled(static_cast<size_t>(rows));
-  if (tp_) {  // the reference sampler on the host's joined logits
-    for (int r = 0; r < rows; ++r) {
-      const engine::SampleRequest& q = reqs[static_cast<size_t>(r)];
-      sampled[static_cast<size_t>(r)] =
-          cpu::sample_token(logits_.as<const float>() + int64_t{r} * model_.vocab_size,
-                            model_.vocab_size, q.params, q.prompt, q.generated, q.u);
-    }
+  if (tp_) {
+    tp_->sample(logits_, reqs, sampled.data());  // rank 0's sampler
   } else {
     ops_->sample(logits_, reqs, sampled.data());
   }
@@ -214,9 +207,10 @@ std::vector<int32_t> ModelRunner::run(const SchedulerOutput& out,
 
 std::vector<float> ModelRunner::last_logits_host() {
   std::vector<float> host(static_cast<size_t>(logits_.numel()));
+  if (host.empty()) return host;
   if (tp_) {
-    std::copy_n(logits_.as<const float>(), host.size(), host.data());
-  } else if (!host.empty()) {
+    tp_->to_host(logits_, host.data());
+  } else {
     ops_->to_host(logits_, host.data());
   }
   return host;
