@@ -15,24 +15,9 @@
 set -uo pipefail
 out=${1:?usage: run_engine_on_gpu.sh OUTDIR [BUILD_DIR]}
 build=${2:-build/engine-dev}
-mkdir -p "$out"
-# shellcheck disable=SC1091
-source scripts/device/env.sh "$build"
-bin="$build/apps/ceiling"
 models=${MODELS_DIR:-/tmp/ceiling-engine-models}
-tok=$build/devdata/llama3
-[ -f "$tok/tokenizer.json" ] || tok=models/stories260K
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' |
-      tr 'A-Z' 'a-z')
-day=$(date -u +%Y%m%d)
-status=0
-run() {  # run NAME TIMEOUT CMD...: logs, times, records a failure
-  echo "== $1"
-  local t0=$SECONDS
-  timeout "$2" "${@:3}" || { echo "FAILED: $1"; status=1; }
-  echo "   ($1: $((SECONDS - t0)) s)"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
+# shellcheck source=bench/gpu_run_common.sh
+source bench/gpu_run_common.sh
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   for t in gpu_engine_batch gpu_engine_cuda_ops gpu_engine_cuda_parity; do

@@ -13,27 +13,12 @@
 set -uo pipefail
 out=${1:?usage: run_serve_on_gpu.sh OUTDIR [BUILD_DIR]}
 build=${2:-build/engine-dev}
-mkdir -p "$out"
-# shellcheck disable=SC1091
-source scripts/device/env.sh "$build"
-bin="$build/apps/ceiling"
 models=${MODELS_DIR:-/tmp/ceiling-engine-models}
-tok=$build/devdata/llama3
-[ -f "$tok/tokenizer.json" ] || tok=models/stories260K
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' |
-      tr 'A-Z' 'a-z')
-day=$(date -u +%Y%m%d)
+# shellcheck source=bench/gpu_run_common.sh
+source bench/gpu_run_common.sh
 n=${SERVE_PROMPTS:-1000}
 port=${PORT:-8011}
 url=http://127.0.0.1:$port
-status=0
-run() {  # run NAME TIMEOUT CMD...: logs, times, records a failure
-  echo "== $1"
-  local t0=$SECONDS
-  timeout "$2" "${@:3}" || { echo "FAILED: $1"; status=1; }
-  echo "   ($1: $((SECONDS - t0)) s)"
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
 
 m8=$models/llama-3.1-8b
 [ -f "$m8/config.json" ] ||

@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,13 +36,6 @@ struct LatencyArgs {
   int tp = 1;                   // --tensor-parallel-size: GPUs 0..tp-1, one thread each
   int64_t custom_ar_bytes = 0;  // --custom-all-reduce-max-bytes
 };
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 int run_latency_bench(const LatencyArgs& a) {
   const bool tty = stderr_is_tty();

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -142,13 +141,6 @@ Workload build_workload(const ServeArgs& a, loadgen::Api api, const Tokenizer* t
   }
   w.prompt_kind = "text";
   return w;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 std::string git_sha() {

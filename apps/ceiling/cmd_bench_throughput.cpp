@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -34,13 +33,6 @@ struct ThroughputArgs {
   bool quick_ceilings = false, no_warmup = false;
   EngineFlags engine;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 serve::Workload file_workload(const ThroughputArgs& a, const Model& m) {
   const Tokenizer tok = Tokenizer::from_dir(a.model);

@@ -27,9 +27,13 @@ struct Registrar {
 // True when stdout/stderr is a terminal (progress bars, colours).
 bool stderr_is_tty();
 
+// Now, UTC, as ISO 8601 ("2026-11-25T20:43:00Z"): the time stamp of result files.
+std::string utc_now();
+
 }  // namespace ceiling::cli
 
 #define CEILING_COMMAND_CAT2(a, b) a##b
 #define CEILING_COMMAND_CAT(a, b) CEILING_COMMAND_CAT2(a, b)
-#define CEILING_COMMAND(...) \
-  static ::ceiling::cli::Registrar CEILING_COMMAND_CAT(ceiling_cmd_, __LINE__)(::ceiling::cli::Command{__VA_ARGS__})
+#define CEILING_COMMAND(...)                            \
+  static ::ceiling::cli::Registrar CEILING_COMMAND_CAT( \
+      ceiling_cmd_, __LINE__)(::ceiling::cli::Command{__VA_ARGS__})

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <functional>
 #include <string>
@@ -23,6 +24,13 @@ std::vector<Command>& registry() {
 
 bool stderr_is_tty() {
   return isatty(fileno(stderr)) != 0;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 namespace {

@@ -114,6 +114,19 @@ class Server:
                     return int(line.split()[1])
         return 0
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        """Stops the server; shows its log when the test failed; a clean test fails when the
+        server did not exit 0 after SIGTERM."""
+        rc = self.stop()
+        if exc_type is not None or rc != 0:
+            print(self.log_text()[-3000:], flush=True)
+        if exc_type is None:
+            assert rc == 0, f"ceiling serve exited {rc} after SIGTERM"
+        return False
+
     def stop(self, timeout=60):
         """SIGTERM; returns the exit code."""
         if self.proc.poll() is None:
