@@ -202,19 +202,23 @@ def latency_section(runs):
            "read bandwidth measured in the same process; `transformers` is Hugging Face transformers' eager "
            "decode of the same model on the same GPU in the same run. `predicted` is the layer-2 roofline of "
            "the step (`ceiling roofline` at the run's context), `gap` measured / predicted (runs before the "
-           "prediction was recorded leave both empty).", "",
+           "prediction was recorded leave both empty). TP: tensor-parallel ranks (`x2p`: over two processes); "
+           "under TP the floor is one GPU's share of the bytes and `% of floor+AR` adds the roofline's "
+           "all-reduce time to it.", "",
            "| file | model | GPU | TP | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms "
-           "| % of floor | GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
-           "|" + "---|" * 18]
+           "| % of floor | % of floor+AR | GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
+           "|" + "---|" * 19]
     for name, r in runs:
         base = r.get("baseline_tokens_per_s")
         tps = r.get("tokens_per_s")
         out.append("| " + " | ".join([
             f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")),
-            str(r.get("tensor_parallel_size", 1)), str(r.get("batch", "")),
+            str(r.get("tensor_parallel_size", 1)) + (f"x{r['processes']}p" if r.get("processes", 1) > 1 else ""),
+            str(r.get("batch", "")),
             f"{r.get('input_len', '')}/{r.get('output_len', '')}", "on" if r.get("cuda_graphs") else "off",
             fmt(r.get("ttft_ms"), ".2f"), fmt(r.get("ms_per_token"), ".3f"), fmt(tps, ".1f"),
-            fmt(r.get("floor_ms_per_token"), ".3f"), fmt(r.get("pct_of_floor"), ".1f"), fmt(r.get("gbps"), ".0f"),
+            fmt(r.get("floor_ms_per_token"), ".3f"), fmt(r.get("pct_of_floor"), ".1f"),
+            fmt(r.get("pct_of_floor_with_allreduce"), ".1f"), fmt(r.get("gbps"), ".0f"),
             fmt(r.get("predicted_ms_per_token"), ".3f"), fmt(r.get("prediction_gap"), ".2f"),
             fmt(base, ".1f"), fmt(tps / base if isinstance(base, (int, float)) and base and tps else None, ".1f"),
             f"`{r.get('git_sha', '')}`",
@@ -250,9 +254,11 @@ def allreduce_section(name, run):
     out = [f"### {name}", "",
            f"All-reduce (sum, {run.get('dtype', '')}) over {run.get('tensor_parallel_size', '')} GPUs; "
            f"{run.get('method', '')}", "",
-           "| bytes | NCCL us | custom us | roofline us | choice |", "|---|---|---|---|---|"]
-    for c in run.get("sizes", []):
+           "| bytes | NCCL us | custom us | NCCL in graph us | custom in graph us | roofline us | choice |",
+           "|---|---|---|---|---|---|---|"]
+    for c in run.get("sizes", []):  # runs before the graph timing leave those columns empty
         out.append(f"| {c.get('bytes')} | {fmt(c.get('nccl_us'), '.2f')} | {fmt(c.get('custom_us'), '.2f')} "
+                   f"| {fmt(c.get('nccl_graph_us'), '.2f')} | {fmt(c.get('custom_graph_us'), '.2f')} "
                    f"| {fmt(c.get('roofline_us'), '.2f')} | {c.get('choice', '')} |")
     return out + [""]
 

@@ -1,75 +1,104 @@
 #!/usr/bin/env bash
 # On a machine with >= 2 GPUs: tensor parallelism (issue #17). The TP tests (CPU and GPU), a
-# generate smoke (stories260K, TP 1 vs 2 on cuda), `ceiling bench allreduce` (NCCL beside the
-# one-shot P2P kernel at decode sizes, written into a copy of the measured ceilings), then
-# `ceiling bench latency` batch 1 on a random-weight Llama-3.1-8B-shaped model at TP 1, TP 2 (NCCL)
-# and TP 2 with the custom all-reduce up to the measured crossover, and the speedup (target 1.6x).
-#   OUTDIR/allreduce-<gpu>x<N>-<date>.json, OUTDIR/latency-<gpu>-<date>-<preset>-tp<N>[-custom].json
+# generate smoke (stories260K, TP 1 vs the largest TP), `ceiling bench allreduce` per TP size
+# (NCCL beside the one-shot P2P kernel, eager and in a CUDA graph), then `ceiling bench latency`
+# batch 1 on a random-weight model of PRESET at TP 1 (BASE_TP) and each size in TPS, with NCCL
+# and with the custom all-reduce up to the measured crossover, and optionally the largest TP as
+# two processes of half the GPUs each (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT).
+#   OUTDIR/allreduce-<gpu>x<N>-<date>.json, OUTDIR/latency-<gpu>-<date>-<preset>-tp<N>[-tag].json
 # Usage: bench/run_tp_on_gpu.sh OUTDIR [BUILD_DIR]   (from the repository root)
-# Env: MODELS_DIR (default /tmp/ceiling-latency-models), PRESET (default llama-3.1-8b),
-#      TP (default 2), SKIP_TESTS=1.
+# Env: PRESET (llama-3.1-8b), TPS ("2"), BASE_TP (1; 0 skips the one-GPU baseline, e.g. for a
+#      model that does not fit one GPU), MODELS_DIR (default /dev/shm/ceiling-models when it has
+#      room for the model, else /tmp/ceiling-models), SKIP_TESTS=1, SKIP_ALLREDUCE=1,
+#      SKIP_CUSTOM=1, MULTIPROC=1, CUSTOM_BYTES (the custom all-reduce's limit when
+#      SKIP_ALLREDUCE=1; else bench allreduce's crossover).
 set -uo pipefail
 out=${1:?usage: run_tp_on_gpu.sh OUTDIR [BUILD_DIR]}
 build=${2:-build/release}
-mkdir -p "$out"
 # shellcheck disable=SC1091
-[ -f scripts/device/env.sh ] && source scripts/device/env.sh "$build"
-bin="$build/apps/ceiling"
-tp=${TP:-2}
+source bench/gpu_run_common.sh
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+tps=${TPS:-2}
+base=${BASE_TP:-1}
 preset=${PRESET:-llama-3.1-8b}
-models=${MODELS_DIR:-/tmp/ceiling-latency-models}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' |
-      tr 'A-Z' 'a-z')
-day=$(date -u +%Y%m%d)
-status=0
+maxtp=$(echo "$tps" | tr ' ' '\n' | sort -n | tail -1)
 nvidia-smi topo -m
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  for t in tests/gpu/gpu_engine_tp tests/dist/dist_test; do
-    echo "== $t"
-    timeout 600 "$build/$t" || { echo "FAILED: $t"; status=1; }
-  done
-  echo "== generate smoke: stories260K greedy on cuda, TP 1 vs TP $tp"
-  for n in 1 "$tp"; do
+  run gpu_engine_tp 600 "$build/tests/gpu/gpu_engine_tp"
+  run dist_test 600 "$build/tests/dist/dist_test"
+  for n in 1 "$maxtp"; do
+    echo "== generate smoke tp $n"
     timeout 120 "$bin" generate --model models/stories260K --prompt "Once upon a time" \
       --max-tokens 64 --temperature 0 --device cuda --tensor-parallel-size "$n" \
-      >"$out/smoke-tp$n.txt" || { echo "FAILED: generate tp $n"; status=1; }
+      >"$out/smoke-tp$n.txt" || { echo "FAILED: generate smoke tp $n"; status=1; }
   done
-  cmp "$out/smoke-tp1.txt" "$out/smoke-tp$tp.txt" && echo "same text" ||
+  cmp "$out/smoke-tp1.txt" "$out/smoke-tp$maxtp.txt" && echo "same text" ||
     echo "texts differ (allowed only at a bf16 near-tie): see $out/smoke-tp*.txt"
 fi
 
-echo "== bench allreduce, $tp GPUs"
-ceil="$out/ceilings-$gpu.json"
-[ -f "data/ceilings/$gpu.json" ] && cp "data/ceilings/$gpu.json" "$ceil"
-ar="$out/allreduce-${gpu}x$tp-$day.json"
-timeout 300 "$bin" bench allreduce --tensor-parallel-size "$tp" \
-  --sizes 4K,8K,16K,32K,64K,128K,256K,512K,1M --out "$ar" \
-  $([ -f "$ceil" ] && echo --update-ceilings "$ceil") || { echo "FAILED: bench allreduce"; status=1; }
-cross=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['suggested_custom_all_reduce_max_bytes'])" "$ar" 2>/dev/null || echo 0)
+declare -A cross
+for n in $tps; do
+  cross[$n]=${CUSTOM_BYTES:-0}
+  [ "${SKIP_ALLREDUCE:-0}" = 1 ] && continue
+  ar="$out/allreduce-${gpu}x$n-$day.json"
+  run "bench allreduce tp $n" 300 "$bin" bench allreduce --tensor-parallel-size "$n" \
+    --sizes 4K,8K,16K,32K,64K,128K,256K,512K,1M --out "$ar"
+  cross[$n]=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['suggested_custom_all_reduce_max_bytes'])" "$ar" 2>/dev/null || echo 0)
+done
 
+# A model in RAM-backed /dev/shm when it fits (no disk write for a 141 GB 70B), else /tmp.
+need_gb=$(python3 -c "print({'llama-3.1-70b': 150}.get('$preset', 20))")
+shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+models=${MODELS_DIR:-$([ "${shm_gb:-0}" -gt "$need_gb" ] && echo /dev/shm/ceiling-models || echo /tmp/ceiling-models)}
 dir="$models/$preset"
 if [ ! -f "$dir/config.json" ]; then
-  echo "== make-test-model $preset"
-  "$bin" make-test-model --preset "$preset" --out "$dir" || { echo "FAILED: make-test-model"; exit 1; }
+  run "make-test-model $preset in $models" 600 "$bin" make-test-model --preset "$preset" \
+    --out "$dir" --tokenizer-dir "$tok"
 fi
-for run in "1:" "$tp:" "$tp:custom"; do
-  n=${run%%:*} tag=${run#*:}
-  [ "$tag" = custom ] && [ "$cross" = 0 ] && continue
-  f="$out/latency-$gpu-$day-$preset-tp$n$([ -n "$tag" ] && echo "-$tag").json"
-  echo "== bench latency $preset tp $n $tag"
-  timeout 600 "$bin" bench latency --model "$dir" --batch 1 --input-len 128 --output-len 256 \
-    --tensor-parallel-size "$n" $([ "$tag" = custom ] && echo --custom-all-reduce-max-bytes "$cross") \
-    --out "$f" || { echo "FAILED: bench latency tp $n $tag"; status=1; }
+latency() {  # latency TAG N [extra flags]
+  local tag=$1 n=$2
+  shift 2
+  run "bench latency $preset tp $n $tag" 600 "$bin" bench latency --model "$dir" --batch 1 \
+    --input-len 128 --output-len 256 --tensor-parallel-size "$n" "$@" \
+    --out "$out/latency-$gpu-$day-$preset-tp$n$tag.json"
+}
+[ "$base" = 1 ] && latency "" 1
+for n in $tps; do
+  latency "" "$n" --custom-all-reduce-max-bytes 0  # NCCL alone
+  if [ "${SKIP_CUSTOM:-0}" != 1 ] && [ "${cross[$n]}" != 0 ]; then
+    latency -custom "$n" --custom-all-reduce-max-bytes "${cross[$n]}"
+  fi
 done
-python3 - "$out" "$gpu" "$day" "$preset" "$tp" <<'PY' || true
+
+if [ "${MULTIPROC:-0}" = 1 ]; then
+  # The largest TP as two processes on this host, half the GPUs each: process 1 is a worker
+  # that runs the steps process 0 sends (the multi-host path, over loopback).
+  half=$((maxtp / 2))
+  gpus0=$(seq -s, 0 $((half - 1)))
+  gpus1=$(seq -s, "$half" $((maxtp - 1)))
+  echo "== bench latency $preset tp $maxtp as 2 processes (GPUs $gpus0 | $gpus1)"
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 WORLD_SIZE=2
+  CUDA_VISIBLE_DEVICES=$gpus1 RANK=1 timeout 600 "$bin" bench latency --model "$dir" --batch 1 \
+    --input-len 128 --output-len 256 --tensor-parallel-size "$maxtp" >"$out/worker1.log" 2>&1 &
+  wpid=$!
+  CUDA_VISIBLE_DEVICES=$gpus0 RANK=0 timeout 600 "$bin" bench latency --model "$dir" --batch 1 \
+    --input-len 128 --output-len 256 --tensor-parallel-size "$maxtp" \
+    --out "$out/latency-$gpu-$day-$preset-tp$maxtp-2proc.json" || { echo "FAILED: 2proc driver"; status=1; }
+  wait $wpid || { echo "FAILED: 2proc worker (exit $?)"; status=1; }
+  cat "$out/worker1.log"
+  unset MASTER_ADDR MASTER_PORT WORLD_SIZE
+fi
+
+python3 - "$out" "$gpu" "$day" "$preset" <<'PY' || true
 import glob, json, sys
-out, gpu, day, preset, tp = sys.argv[1:]
+out, gpu, day, preset = sys.argv[1:]
 runs = {p: json.load(open(p)) for p in sorted(glob.glob(f"{out}/latency-{gpu}-{day}-{preset}-tp*.json"))}
 base = next((r for p, r in runs.items() if p.endswith("-tp1.json")), None)
 for p, r in runs.items():
     s = r["tokens_per_s"] / base["tokens_per_s"] if base else float("nan")
     print(f"{p}: {r['tokens_per_s']:.1f} tok/s, {r['ms_per_token']:.3f} ms/token, "
-          f"predicted {r['predicted_ms_per_token']:.3f} ms, {s:.2f}x TP 1 (target 1.6x at TP 2)")
+          f"predicted {r['predicted_ms_per_token']:.3f} ms, {s:.2f}x TP 1, "
+          f"{r.get('pct_of_floor_with_allreduce', float('nan')):.1f}% of floor+allreduce")
 PY
 exit $status

@@ -3,8 +3,10 @@
 // (kernels/cuda/all_reduce.h), and beside the roofline's assumption (layer 2's fixed
 // allreduce_latency_s plus the bytes at NVLink bandwidth). One thread per GPU, as the engine's
 // TpGroup; each size is timed with CUDA events over --iters back-to-back calls after a warm-up,
-// the slowest rank's mean reported. The per-size choice is the faster path; the largest size
-// at which the custom kernel still wins is what --custom-all-reduce-max-bytes should get.
+// the slowest rank's mean reported: once launched eagerly (host enqueue included, as a prefill
+// step runs) and once as a CUDA graph of the --iters calls (as a decode step runs them). The
+// per-size choice is the faster path in the graph; the largest size at which the custom kernel
+// still wins is what --custom-all-reduce-max-bytes should get.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -73,9 +75,9 @@ int run_allreduce_bench(const AllReduceArgs& a) {
                                              static_cast<size_t>(max_bytes));
   auto* c0 = dynamic_cast<dist::NcclCommunicator*>(comms[0].get());
   const bool custom = c0 && c0->custom_max_bytes() > 0;
-  // us[path][size][rank]
+  // us[path][size][rank]; paths: 0 NCCL eager, 1 custom eager, 2 NCCL graph, 3 custom graph
   std::vector<std::vector<std::vector<double>>> us(
-      2, std::vector<std::vector<double>>(sizes.size(), std::vector<double>(a.tp, 0)));
+      4, std::vector<std::vector<double>>(sizes.size(), std::vector<double>(a.tp, 0)));
   std::vector<std::string> errors(static_cast<size_t>(a.tp));
   std::vector<std::thread> threads;
   for (int r = 0; r < a.tp; ++r)
@@ -111,6 +113,25 @@ int run_allreduce_bench(const AllReduceArgs& a) {
             CEILING_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
             us[static_cast<size_t>(path)][i][static_cast<size_t>(r)] = ms * 1e3 / a.iters;
             comm.barrier();
+            // The same calls recorded in one graph: what a decode step's replay pays.
+            cudaGraph_t graph = nullptr;
+            cudaGraphExec_t exec = nullptr;
+            CEILING_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            for (int k = 0; k < a.iters; ++k) call();
+            CEILING_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+            CEILING_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            CEILING_CUDA_CHECK(cudaGraphLaunch(exec, s));  // warm-up
+            CEILING_CUDA_CHECK(cudaStreamSynchronize(s));
+            comm.barrier();
+            CEILING_CUDA_CHECK(cudaEventRecord(e0, s));
+            CEILING_CUDA_CHECK(cudaGraphLaunch(exec, s));
+            CEILING_CUDA_CHECK(cudaEventRecord(e1, s));
+            CEILING_CUDA_CHECK(cudaEventSynchronize(e1));
+            CEILING_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            us[static_cast<size_t>(path + 2)][i][static_cast<size_t>(r)] = ms * 1e3 / a.iters;
+            CEILING_CUDA_CHECK(cudaGraphExecDestroy(exec));
+            CEILING_CUDA_CHECK(cudaGraphDestroy(graph));
+            comm.barrier();
           }
         cudaFree(buf);
         cudaEventDestroy(e0);
@@ -132,19 +153,25 @@ int run_allreduce_bench(const AllReduceArgs& a) {
   int64_t crossover = 0;
   fmt::print("all-reduce (sum, {}) over {} GPUs, mean of {} calls, slowest rank\n", a.dtype, a.tp,
              a.iters);
-  fmt::print("{:>10} {:>10} {:>10} {:>12} {:>8}\n", "bytes", "nccl us", "custom us", "roofline us",
-             "choice");
+  fmt::print("{:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>8}\n", "bytes", "nccl us", "custom us",
+             "nccl graph", "custom graph", "roofline us", "choice");
+  auto slowest = [&](size_t path, size_t i) {
+    return *std::max_element(us[path][i].begin(), us[path][i].end());
+  };
+  auto opt = [&](double v) { return custom ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const double nccl = *std::max_element(us[0][i].begin(), us[0][i].end());
-    const double cust = custom ? *std::max_element(us[1][i].begin(), us[1][i].end()) : 0;
+    const double nccl = slowest(0, i), nccl_g = slowest(2, i);
+    const double cust = custom ? slowest(1, i) : 0, cust_g = custom ? slowest(3, i) : 0;
     const double pred = (l2.allreduce_latency_s + 2.0 * (a.tp - 1) / a.tp * sizes[i] / link) * 1e6;
-    const bool pick_custom = custom && cust < nccl;
+    const bool pick_custom = custom && cust_g < nccl_g;
     if (pick_custom) crossover = sizes[i];
-    fmt::print("{:>10} {:>10.2f} {:>10.2f} {:>12.2f} {:>8}\n", sizes[i], nccl, cust, pred,
-               pick_custom ? "custom" : "nccl");
+    fmt::print("{:>10} {:>10.2f} {:>10.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>8}\n", sizes[i], nccl,
+               cust, nccl_g, cust_g, pred, pick_custom ? "custom" : "nccl");
     rows.push_back({{"bytes", sizes[i]},
                     {"nccl_us", nccl},
-                    {"custom_us", custom ? nlohmann::json(cust) : nlohmann::json(nullptr)},
+                    {"custom_us", opt(cust)},
+                    {"nccl_graph_us", nccl_g},
+                    {"custom_graph_us", opt(cust_g)},
                     {"roofline_us", pred},
                     {"choice", pick_custom ? "custom" : "nccl"}});
   }
@@ -154,16 +181,14 @@ int run_allreduce_bench(const AllReduceArgs& a) {
   // smallest size timed.
   const size_t smallest =
       static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
-  double latency_us = *std::max_element(us[0][smallest].begin(), us[0][smallest].end());
-  if (custom)
-    latency_us =
-        std::min(latency_us, *std::max_element(us[1][smallest].begin(), us[1][smallest].end()));
+  double latency_us = slowest(2, smallest);
+  if (custom) latency_us = std::min(latency_us, slowest(3, smallest));
   if (!a.update_ceilings.empty()) {
     hw::MeasuredCeilings m = hw::load_measured_ceilings(a.update_ceilings);
     m.allreduce_latency_s = latency_us * 1e-6;
     m.method["allreduce_us"] = fmt::format(
         "ceiling bench allreduce: {} bytes {} over {} GPUs, faster of NCCL and the one-shot P2P "
-        "kernel, slowest rank, mean of {} calls",
+        "kernel, in a CUDA graph, slowest rank, mean of {} calls",
         sizes[smallest], a.dtype, a.tp, a.iters);
     std::ofstream f(a.update_ceilings);
     f << hw::measured_ceilings_to_json(m) << "\n";
@@ -182,9 +207,11 @@ int run_allreduce_bench(const AllReduceArgs& a) {
         {"suggested_custom_all_reduce_max_bytes", crossover},
         {"method",
          "one thread per GPU; in place; 20 warm-up calls, then --iters back to back between CUDA "
-         "events on each rank's stream; the slowest rank's mean per call. roofline_us: layer 2's "
-         "allreduce_latency_s + 2(N-1)/N of the bytes at 450 GB/s per direction x nvlink "
-         "efficiency"},
+         "events on each rank's stream (nccl_us, custom_us: launched eagerly; *_graph_us: the "
+         "--iters calls captured in one CUDA graph, replayed once to warm up, then timed); the "
+         "slowest rank's mean per call. choice and measured_allreduce_latency_us (smallest size) "
+         "come from the graph times. roofline_us: layer 2's allreduce_latency_s + 2(N-1)/N of "
+         "the bytes at 450 GB/s per direction x nvlink efficiency"},
         {"sizes", rows}};
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "bench allreduce: cannot write '{}'", a.out);

@@ -17,6 +17,7 @@
 #if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH) && defined(HAVE_CEILING_SERVE)
 #include "bench/ceilings.h"
 #include "bench/run_info.h"
+#include "ceiling/engine_flags.h"
 #include "dist/tp_group.h"
 #include "engine/cuda/cuda_ops.h"
 #include "model/weights.h"
@@ -33,8 +34,8 @@ struct LatencyArgs {
   std::string model, out;
   engine::LatencyOptions lat;
   bool no_graphs = false, quick_ceilings = false;
-  int tp = 1;                   // --tensor-parallel-size: GPUs 0..tp-1, one thread each
-  int64_t custom_ar_bytes = 0;  // --custom-all-reduce-max-bytes
+  int tp = 1;  // --tensor-parallel-size: GPUs 0..tp-1, one thread each
+  int64_t custom_ar_bytes = int64_t{1} << 20;  // --custom-all-reduce-max-bytes
 };
 
 int run_latency_bench(const LatencyArgs& a) {
@@ -45,6 +46,7 @@ int run_latency_bench(const LatencyArgs& a) {
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
     };
+  check_no_process_group(a.tp);
   Model model = load_model(a.model);
   std::unique_ptr<engine::CudaOps> single;
   std::unique_ptr<dist::TpGroup> tp;
@@ -57,7 +59,7 @@ int run_latency_bench(const LatencyArgs& a) {
     to.device = "cuda";
     to.ops.cuda_graphs = !a.no_graphs;
     to.custom_all_reduce_max_bytes = static_cast<size_t>(a.custom_ar_bytes);
-    tp = std::make_unique<dist::TpGroup>(model.config, model.weights, std::move(to));
+    tp = make_tp_group(model, std::move(to));
   }
   // Rank 0's (GPU 0, this thread's current device) for the ceilings and the upload figures.
   engine::CudaOps& ops = single ? *single : dynamic_cast<engine::CudaOps&>(tp->ops(0));
@@ -104,6 +106,7 @@ int run_latency_bench(const LatencyArgs& a) {
       {"batch", a.lat.batch},
       {"tensor_parallel_size", a.tp},
       {"communicator", tp ? tp->communicator_name() : "none"},
+      {"processes", tp ? tp->world() / tp->local_ranks() : 1},
       {"input_len", a.lat.input_len},
       {"output_len", a.lat.output_len},
       {"ttft_ms", r.ttft_ms},
@@ -115,6 +118,10 @@ int run_latency_bench(const LatencyArgs& a) {
       {"gbps", gbps},
       {"floor_ms_per_token", floor_ms},
       {"pct_of_floor", 100.0 * floor_ms / r.ms_per_token},
+      // Tensor parallel: the floor plus the all-reduces the roofline predicts (issue #17's
+      // yardstick for a model split over GPUs).
+      {"floor_with_allreduce_ms_per_token", floor_ms + allreduce_s * 1e3},
+      {"pct_of_floor_with_allreduce", 100.0 * (floor_ms + allreduce_s * 1e3) / r.ms_per_token},
       {"predicted_ms_per_token", pred.time_predicted_s * 1e3},
       {"prediction_gap", r.ms_per_token / (pred.time_predicted_s * 1e3)},
       {"predicted_kernels_per_step", pred.launches},
@@ -209,8 +216,8 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
                  "GPUs the model is split over (one thread each, NCCL; default 1)")
       ->check(CLI::Range(1, 64));
   sub.add_option("--custom-all-reduce-max-bytes", a->custom_ar_bytes,
-                 "all-reduces up to this size take the one-shot NVLink P2P kernel (default 0: "
-                 "NCCL only; see bench allreduce)")
+                 "all-reduces up to this size take the one-shot NVLink P2P kernel (default "
+                 "1048576; 0: NCCL only; see bench allreduce)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");

@@ -27,6 +27,10 @@ struct Registrar {
 // True when stdout/stderr is a terminal (progress bars, colours).
 bool stderr_is_tty();
 
+// Thrown by a tensor-parallel worker process (RANK > 0, dist/launch.h) when the driver stopped
+// the group: the command is over and exits 0 without doing its own work.
+struct WorkerFinished {};
+
 // Now, UTC, as ISO 8601 ("2026-11-25T20:43:00Z"): the time stamp of result files.
 std::string utc_now();
 

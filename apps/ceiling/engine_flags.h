@@ -13,6 +13,7 @@
 
 #include "ceiling/command.h"
 #include "ceiling/progress.h"
+#include "core/status.h"
 #include "dist/tp_group.h"
 #include "engine/ops_factory.h"
 #include "model/weights.h"
@@ -32,7 +33,7 @@ struct EngineFlags {
   bool prefix_caching = true;
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
-  int64_t custom_all_reduce_max_bytes = 0;
+  int64_t custom_all_reduce_max_bytes = int64_t{1} << 20;  // measured: bench/serve_notes.md
 };
 
 inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
@@ -71,7 +72,8 @@ inline void add_tensor_parallel_flags(CLI::App& sub, EngineFlags& f) {
       ->check(CLI::Range(1, 64));
   sub.add_option("--custom-all-reduce-max-bytes", f.custom_all_reduce_max_bytes,
                  "cuda, tensor parallel: all-reduces up to this size take the one-shot NVLink "
-                 "P2P kernel instead of NCCL (default 0: NCCL only; see bench allreduce)")
+                 "P2P kernel instead of NCCL when every pair of GPUs has P2P and all ranks are in "
+                 "this process (default 1048576; 0: NCCL only; see bench allreduce)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
 }
 
@@ -85,6 +87,37 @@ inline serve::EngineConfig engine_config(const EngineFlags& f) {
   c.block_size = f.block_size;
   c.enable_prefix_caching = f.prefix_caching;
   return c;
+}
+
+// --tensor-parallel-size N > 1: the group of ranks, in this process or (under a launcher's RANK /
+// WORLD_SIZE / MASTER_ADDR / MASTER_PORT, dist/launch.h) spread over several. A worker process
+// (RANK > 0) runs the driver's steps here until the driver stops, then ends the command
+// (WorkerFinished, exit 0); only process 0 returns.
+inline std::unique_ptr<dist::TpGroup> make_tp_group(const Model& model, dist::TpOptions to) {
+  to.process = dist::process_group_from_env();
+  auto tp = std::make_unique<dist::TpGroup>(model.config, model.weights, std::move(to));
+  if (!tp->is_driver()) {
+    const dist::ProcessGroup pg = dist::process_group_from_env();
+    const int g = tp->local_ranks();
+    fmt::print(stderr,
+               "[tp worker] process {} of {}: ranks {}..{} of {} on this host's GPUs 0..{}; "
+               "serving process 0 at {}:{}\n",
+               pg.rank, pg.size, pg.rank * g, pg.rank * g + g - 1, tp->world(), g - 1,
+               pg.master_addr, pg.master_port);
+    tp->serve_worker();
+    fmt::print(stderr, "[tp worker] process {}: stopped by process 0\n", pg.rank);
+    throw WorkerFinished{};
+  }
+  return tp;
+}
+
+// WORLD_SIZE > 1 without tensor parallelism has nothing to spread: refuse it by name.
+inline void check_no_process_group(int tensor_parallel_size) {
+  const dist::ProcessGroup pg = dist::process_group_from_env();
+  CEILING_ENSURE(!pg.multi() || tensor_parallel_size > 1,
+                 "{} processes in the environment (WORLD_SIZE or the launcher's) but "
+                 "--tensor-parallel-size {}: give the total number of GPUs",
+                 pg.size, tensor_parallel_size);
 }
 
 // The backend, with the model's weights uploaded (a progress line on a terminal): one Ops, or
@@ -119,6 +152,7 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
                    total / 1e9);
     };
   LoadedModel m;
+  check_no_process_group(f.tensor_parallel_size);
   if (f.tensor_parallel_size == 1)
     m.ops = engine::make_ops(f.device, oo);  // fails fast for an unusable device
   {
@@ -136,7 +170,7 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
       to.ops.n_threads = std::max(
           1, (f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency())) /
                  f.tensor_parallel_size);
-    m.tp = std::make_unique<dist::TpGroup>(m.model.config, m.model.weights, std::move(to));
+    m.tp = make_tp_group(m.model, std::move(to));
   } else {
     m.ops->upload(m.model.config, m.model.weights);
   }

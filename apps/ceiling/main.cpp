@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
   }
   try {
     return action ? action() : 0;
+  } catch (const WorkerFinished&) {
+    return 0;
   } catch (const ceiling::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}\n", e.what());

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/check.h"
@@ -191,6 +192,7 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
       int ok = 0;
       if (a != b && (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)) return false;
     }
+  const size_t slot = (max_bytes + 15) / 16 * 16;  // 16-byte vector stores into every slot
   for (int r = 0; r < world; ++r) {
     NcclState& s = *states[static_cast<size_t>(r)];
     CEILING_CUDA_CHECK(cudaSetDevice(r));
@@ -203,7 +205,7 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
         CEILING_CUDA_CHECK(e);
       }
     }
-    CEILING_CUDA_CHECK(cudaMalloc(&s.stage, max_bytes));
+    CEILING_CUDA_CHECK(cudaMalloc(&s.stage, cuda::one_shot_stage_bytes(slot, world)));
     CEILING_CUDA_CHECK(cudaMalloc(&s.flags, cuda::kOneShotFlagWords * sizeof(uint32_t)));
     CEILING_CUDA_CHECK(cudaMalloc(&s.counters, cuda::kOneShotMaxBlocks * sizeof(uint32_t)));
     CEILING_CUDA_CHECK(cudaMemset(s.flags, 0, cuda::kOneShotFlagWords * sizeof(uint32_t)));
@@ -215,6 +217,7 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
       s.peers.stage[q] = states[static_cast<size_t>(q)]->stage;
       s.peers.flags[q] = states[static_cast<size_t>(q)]->flags;
     }
+    s.peers.slot_bytes = static_cast<int64_t>(slot);
     s.custom_max_bytes = max_bytes;
     CEILING_CUDA_CHECK(cudaSetDevice(r));
     CEILING_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets, before any peer reads
@@ -224,38 +227,56 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
 
 }  // namespace
 
+NcclId nccl_unique_id() {
+  ncclUniqueId id;
+  CEILING_NCCL_CHECK(ncclGetUniqueId(&id));
+  NcclId out;
+  static_assert(sizeof(id) == sizeof(out.bytes));
+  std::memcpy(out.bytes.data(), &id, sizeof(id));
+  return out;
+}
+
 std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
     int world, std::chrono::milliseconds timeout, size_t custom_max_bytes) {
+  return make_nccl_communicators(world, 0, world, nccl_unique_id(), timeout, custom_max_bytes);
+}
+
+std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
+    int world, int first, int local, const NcclId& unique_id, std::chrono::milliseconds timeout,
+    size_t custom_max_bytes) {
   int count = 0;
   const cudaError_t ce = cudaGetDeviceCount(&count);
-  CEILING_ENSURE(ce == cudaSuccess && world >= 1 && world <= count,
-                 "--tensor-parallel-size {} needs {} GPUs; this machine has {}{}", world, world,
+  CEILING_ENSURE(ce == cudaSuccess && local >= 1 && local <= count,
+                 "--tensor-parallel-size {} needs {} GPUs {}; it has {}{}", world, local,
+                 local == world ? "on this machine" : "in this process",
                  ce == cudaSuccess ? count : 0,
                  ce == cudaSuccess ? "" : fmt::format(" ({})", cudaGetErrorString(ce)));
+  CEILING_ENSURE(first >= 0 && first + local <= world, "NCCL ranks [{}, {}) of {}", first,
+                 first + local, world);
   // NVLink SHARP (multicast objects) stays off; the other defaults are NCCL's own.
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int prev = 0;
   CEILING_CUDA_CHECK(cudaGetDevice(&prev));
   ncclUniqueId id;
-  CEILING_NCCL_CHECK(ncclGetUniqueId(&id));
+  std::memcpy(&id, unique_id.bytes.data(), sizeof(id));
   std::vector<std::unique_ptr<NcclState>> states;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < local; ++r) {
     states.push_back(std::make_unique<NcclState>());
     states.back()->device = r;
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   CEILING_NCCL_CHECK(ncclGroupStart());
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < local; ++r) {
     CEILING_CUDA_CHECK(cudaSetDevice(r));
-    const ncclResult_t res =
-        ncclCommInitRankConfig(&states[static_cast<size_t>(r)]->comm, world, id, r, &config);
+    const ncclResult_t res = ncclCommInitRankConfig(&states[static_cast<size_t>(r)]->comm, world,
+                                                    id, first + r, &config);
     if (res != ncclInProgress) CEILING_NCCL_CHECK(res);
   }
   const ncclResult_t end = ncclGroupEnd();
   if (end != ncclInProgress) CEILING_NCCL_CHECK(end);
   const auto deadline = Clock::now() + timeout;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < local; ++r) {
     if (!poll(states[static_cast<size_t>(r)]->comm, deadline, "init")) {
       for (auto& s : states)
         if (s->comm) ncclCommAbort(s->comm);
@@ -263,15 +284,17 @@ std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
       fail("NCCL start-up of {} ranks did not finish within {} ms", world, timeout.count());
     }
   }
-  if (custom_max_bytes > 0 && world > 1) setup_custom(states, custom_max_bytes);
+  // The one-shot kernel reads its peers' memory directly: only when every rank is in this
+  // process.
+  if (custom_max_bytes > 0 && world > 1 && local == world) setup_custom(states, custom_max_bytes);
   std::vector<std::unique_ptr<engine::Communicator>> out;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < local; ++r) {
     NcclState& s = *states[static_cast<size_t>(r)];
     CEILING_CUDA_CHECK(cudaSetDevice(r));
     CEILING_CUDA_CHECK(cudaMalloc(&s.scratch, sizeof(float)));
     CEILING_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-    out.push_back(std::make_unique<NcclCommunicator>(std::move(states[static_cast<size_t>(r)]), r,
-                                                     world, timeout));
+    out.push_back(std::make_unique<NcclCommunicator>(std::move(states[static_cast<size_t>(r)]),
+                                                     first + r, world, timeout));
   }
   CEILING_CUDA_CHECK(cudaSetDevice(prev));
   return out;

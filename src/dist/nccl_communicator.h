@@ -10,8 +10,10 @@
 // also ends kernels waiting for a dead peer) when a step outlives the timeout.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -64,5 +66,17 @@ class NcclCommunicator final : public engine::Communicator {
 // access; otherwise (and for larger messages) NCCL.
 std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
     int world, std::chrono::milliseconds timeout, size_t custom_max_bytes = 0);
+
+// Multi-process groups (dist/launch.h): process 0 makes the unique id and sends it to the others
+// (dist/control.h); each process then makes the communicators of its global ranks
+// [first, first + local) on its GPUs 0..local-1. The custom all-reduce needs every rank in one
+// process; across processes the group is NCCL's alone.
+struct NcclId {
+  std::array<uint8_t, 128> bytes{};
+};
+NcclId nccl_unique_id();
+std::vector<std::unique_ptr<engine::Communicator>> make_nccl_communicators(
+    int world, int first, int local, const NcclId& unique_id, std::chrono::milliseconds timeout,
+    size_t custom_max_bytes = 0);
 
 }  // namespace ceiling::dist

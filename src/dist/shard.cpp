@@ -59,7 +59,7 @@ TensorView col_slice(RankShard& s, const TensorView& t, int64_t c0, int64_t n) {
 }
 
 // The rank's vocabulary rows of a [V, H] table, then zero rows: [Vp, H], copied.
-TensorView vocab_slice(RankShard& s, const TensorView& t) {
+TensorView slice_vocab_table(RankShard& s, const TensorView& t) {
   const int64_t H = t.dim(1);
   const size_t row = static_cast<size_t>(H) * elem_bytes(t);
   uint8_t* dst = own(s, static_cast<size_t>(s.vocab.rows) * row);
@@ -98,20 +98,24 @@ ModelConfig shard_config(const ModelConfig& c, int rank, int world) {
   return s;
 }
 
+VocabSlice vocab_slice(const ModelConfig& c, int rank, int world) {
+  const int Vs = vocab_rows(c, world);
+  return {rank * Vs, Vs, std::max(0, std::min(Vs, c.vocab_size - rank * Vs)), padded_rows(Vs)};
+}
+
 RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, int world) {
   RankShard s;
   s.rank = rank;
   s.world = world;
   s.config = shard_config(c, rank, world);
-  const int Vs = vocab_rows(c, world);
-  s.vocab = {rank * Vs, Vs, std::max(0, std::min(Vs, c.vocab_size - rank * Vs)), padded_rows(Vs)};
+  s.vocab = vocab_slice(c, rank, world);
   const int64_t D = c.head_dim, Hq = s.config.num_heads, Hkv = s.config.num_kv_heads;
   const int64_t q0 = rank * Hq * D, kv0 = kv_head0(c, rank, world) * D;
   const int64_t I = s.config.intermediate_size, i0 = rank * I;
   ModelWeights& o = s.weights;
   o.final_norm = w.final_norm;
-  o.embed = vocab_slice(s, w.embed);
-  o.lm_head = w.lm_head.data == w.embed.data ? o.embed : vocab_slice(s, w.lm_head);
+  o.embed = slice_vocab_table(s, w.embed);
+  o.lm_head = w.lm_head.data == w.embed.data ? o.embed : slice_vocab_table(s, w.lm_head);
   for (const LayerWeights& lw : w.layers) {
     LayerWeights l = lw;
     l.q_proj = row_slice(lw.q_proj, q0, Hq * D);

@@ -48,6 +48,8 @@ struct RankShard {
 };
 
 ModelConfig shard_config(const ModelConfig& c, int rank, int world);
+// Rank `rank`'s vocabulary slice (what shard_weights puts in RankShard::vocab).
+VocabSlice vocab_slice(const ModelConfig& c, int rank, int world);
 // Host weights `w` (views in f32/bf16/f16, e.g. load_model's mmap) -> rank's shard. `w` must
 // outlive the shard.
 RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, int world);

@@ -272,17 +272,19 @@ void CpuOps::add_into(const TensorView& x, const TensorView& residual) {
 }
 
 void CpuOps::o_proj_residual(int l, const TensorView& attn, const TensorView& scratch,
-                             const TensorView& residual) {
+                             const TensorView& residual, ResidualUpdate update) {
+  if (update == ResidualUpdate::kStore) return o_proj(l, attn, residual);
   o_proj(l, attn, scratch);
   add_into(scratch, residual);
 }
 
 void CpuOps::mlp_residual(int l, const TensorView& residual, const TensorView& h,
                           const TensorView& gate_up, const TensorView& act,
-                          const TensorView& scratch) {
+                          const TensorView& scratch, ResidualUpdate update) {
   rms_norm(residual, nullptr, layer(l).post_attn_norm, h);
   gate_up_proj(l, h, gate_up);
   silu_mul(gate_up, act);
+  if (update == ResidualUpdate::kStore) return down_proj(l, act, residual);
   down_proj(l, act, scratch);
   add_into(scratch, residual);
 }

@@ -56,10 +56,10 @@ class CpuOps final : public Ops {
                      const TensorView& q, const TensorView& k, const TensorView& v,
                      KvCache& kv) override;
   void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
-                       const TensorView& residual) override;
+                       const TensorView& residual, ResidualUpdate update) override;
   void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
-                    const TensorView& gate_up, const TensorView& act,
-                    const TensorView& scratch) override;
+                    const TensorView& gate_up, const TensorView& act, const TensorView& scratch,
+                    ResidualUpdate update) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;

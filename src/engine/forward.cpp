@@ -44,41 +44,45 @@ TensorView Forward::run(const StepBatch& step, KvCache& kv) {
 
   // residual [T, H] is the residual stream; x, h, act are scratch.
   ops_.embedding(residual);
+  // Tensor parallel (Megatron): this rank holds some heads and MLP columns, so its o and down
+  // projections are partial sums. Rank 0 adds its partial to the residual, the other ranks store
+  // theirs in place of it, and the all-reduce of the residual buffer then gives every rank
+  // residual + Σ partials: the same fused layer steps as on one GPU, plus one all-reduce after
+  // each block. The embedding is vocab-parallel: each rank looked up its rows, zeros elsewhere.
   const Communicator* comm = ops_.communicator();
-  if (comm == nullptr || comm->world() == 1) {
-    for (int l = 0; l < c.num_layers; ++l) {
-      ops_.norm_qkv_rope(l, residual, h, q, k, v, kv);
-      ops_.attention(l, q, kv, attn);
-      ops_.o_proj_residual(l, attn, x, residual);
-      ops_.mlp_residual(l, residual, h, gate_up, act, x);
-    }
-    ops_.rms_norm(residual, nullptr, w.final_norm, h);
-  } else {
-    // Tensor parallel (Megatron): this rank's heads and MLP columns give partial sums x of the o
-    // and down projections; all-reduced, they enter the residual through the next norm's fused
-    // add. The embedding is vocab-parallel: each rank looked up its rows, zeros elsewhere.
-    ops_.all_reduce_sum(residual);
-    for (int l = 0; l < c.num_layers; ++l) {
-      const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-      ops_.rms_norm(l == 0 ? residual : x, l == 0 ? nullptr : &residual, lw.input_norm, h);
-      ops_.qkv_proj(l, h, q, k, v);
-      if (c.qk_norm) ops_.qk_norm(l, q, k);
-      ops_.rope_kv_write(l, q, k, v, kv);
-      ops_.attention(l, q, kv, attn);
-      ops_.o_proj(l, attn, x);
-      ops_.all_reduce_sum(x);
-      ops_.rms_norm(x, &residual, lw.post_attn_norm, h);
-      ops_.gate_up_proj(l, h, gate_up);
-      ops_.silu_mul(gate_up, act);
-      ops_.down_proj(l, act, x);
-      ops_.all_reduce_sum(x);
-    }
-    ops_.rms_norm(x, &residual, w.final_norm, h);
+  const bool tp = comm != nullptr && comm->world() > 1;
+  const ResidualUpdate update =
+      !tp || comm->rank() == 0 ? ResidualUpdate::kAdd : ResidualUpdate::kStore;
+  CEILING_ENSURE(!tp || !join_.parts.empty(),
+                 "forward: tensor parallel without a logits join (set_logits_join)");
+  if (tp) ops_.all_reduce_sum(residual);
+  for (int l = 0; l < c.num_layers; ++l) {
+    ops_.norm_qkv_rope(l, residual, h, q, k, v, kv);
+    ops_.attention(l, q, kv, attn);
+    ops_.o_proj_residual(l, attn, x, residual, update);
+    if (tp) ops_.all_reduce_sum(residual);
+    ops_.mlp_residual(l, residual, h, gate_up, act, x, update);
+    if (tp) ops_.all_reduce_sum(residual);
   }
+  ops_.rms_norm(residual, nullptr, w.final_norm, h);
   const TensorView last = rows(ws_.last, R), logits = rows(ws_.logits, R);
   ops_.gather_rows(h, last);
   ops_.lm_head(last, logits);
-  return logits;
+  if (!tp) return logits;
+  const TensorView full = join_.full.data ? rows(join_.full, R) : TensorView{};
+  ops_.join_logits(logits, join_.parts, join_.gathered, full);
+  return full.data ? full : logits;
+}
+
+void Forward::set_logits_join(std::vector<VocabPart> parts, int64_t vocab, bool joins) {
+  const Communicator* comm = ops_.communicator();
+  CEILING_ENSURE(comm != nullptr && static_cast<int>(parts.size()) == comm->world(),
+                 "forward: a logits join of {} parts for {} ranks", parts.size(),
+                 comm ? comm->world() : 1);
+  const int64_t R = limits_.max_logits_rows, Vp = ops_.config().vocab_size;
+  join_.parts = std::move(parts);
+  join_.gathered = ops_.alloc(DType::kF32, {static_cast<int64_t>(join_.parts.size()) * R * Vp});
+  join_.full = joins ? ops_.alloc(DType::kF32, {R, vocab}) : TensorView{};
 }
 
 }  // namespace ceiling::engine

@@ -8,9 +8,12 @@
 //             x = down(silu(gate(h)) · up(h))        [T, H]
 // then h = final_norm(x + residual), and logits [R, V] = lm_head(h at logits_rows).
 // With a communicator on the Ops (tensor parallel, dist/tp_group.h) the Ops holds one rank's
-// shard: the embedding, the o and the down projection are partial sums, all-reduced before they
-// join the residual; the logits are the rank's vocabulary slice [R, Vp] (dist/shard.h).
+// shard: the embedding, the o and the down projection are partial sums, all-reduced into the
+// residual; lm_head gives the rank's vocabulary slice [R, Vp] (dist/shard.h), which
+// Ops::join_logits all-gathers and joins into the whole [R, V] on the joining rank (rank 0).
 #pragma once
+
+#include <vector>
 
 #include "engine/ops.h"
 
@@ -32,7 +35,14 @@ class Forward {
 
   // Runs one step: writes this step's K/V into `kv` and returns the logits [R, V] (f32, Ops
   // memory), valid until the next run. Throws when the step does not fit the limits or `kv`.
+  // Tensor parallel: the joined [R, V] on the joining rank, the rank's own slice [R, Vp] on the
+  // others.
   TensorView run(const StepBatch& step, KvCache& kv);
+
+  // Tensor parallel (required before run() when the Ops has a communicator of world > 1):
+  // parts[r] are rank r's columns of the whole vocabulary of `vocab` ids; `joins`: this rank
+  // gets the joined logits. Allocates the gather buffers.
+  void set_logits_join(std::vector<VocabPart> parts, int64_t vocab, bool joins);
 
  private:
   // Fixed buffers (first dimension T_max or R_max); each step uses their leading rows.
@@ -49,9 +59,16 @@ class Forward {
     TensorView logits;    // [R_max, V] f32
   };
 
+  struct Join {
+    std::vector<VocabPart> parts;  // [N]; empty: no tensor parallelism
+    TensorView gathered;           // [N · R_max · Vp] f32
+    TensorView full;               // [R_max, V] f32 on the joining rank, else empty
+  };
+
   Ops& ops_;
   ForwardLimits limits_;
   Workspace ws_;
+  Join join_;
 };
 
 }  // namespace ceiling::engine

@@ -18,6 +18,21 @@ void Ops::copy_columns(const TensorView& src, int64_t width, const TensorView& d
                 dst.as<float>() + r * dst.dim(1) + col);
 }
 
+void Ops::join_logits(const TensorView& local, std::span<const VocabPart> parts,
+                      const TensorView& gathered, const TensorView& full) {
+  const int64_t R = local.dim(0), Vp = local.dim(1), N = static_cast<int64_t>(parts.size());
+  CEILING_ENSURE(gathered.numel() >= N * R * Vp, "{}: join_logits gather buffer of {} for {}x{}x{}",
+                 name(), gathered.numel(), N, R, Vp);
+  if (R == 0) return;
+  float* g = gathered.as<float>();
+  all_gather(TensorView(local.data, DType::kF32, {R * Vp}, local.device),
+             TensorView(g, DType::kF32, {N * R * Vp}, local.device));
+  if (!full.data) return;
+  for (int64_t r = 0; r < N; ++r)
+    copy_columns(TensorView(g + r * R * Vp, DType::kF32, {R, Vp}, local.device),
+                 parts[static_cast<size_t>(r)].valid, full, parts[static_cast<size_t>(r)].begin);
+}
+
 TensorView rows(const TensorView& t, int64_t n) {
   CEILING_ENSURE(t.ndim >= 1 && t.is_contiguous(), "rows: needs a contiguous view (got {})",
                  t.shape_str());

@@ -51,6 +51,18 @@ struct SampleRequest {
   std::span<const cpu::LogitBias> bias;  // added before the penalties (-Inf masks a token)
 };
 
+// How the o / down projection of a layer step meets the residual stream. kAdd: residual +=
+// projection (one GPU, and tensor-parallel rank 0). kStore: residual = projection (the other
+// tensor-parallel ranks: the all-reduce that follows sums rank 0's residual + partial with every
+// other rank's partial, which is the new residual on every rank).
+enum class ResidualUpdate { kAdd, kStore };
+
+// A tensor-parallel rank's part of the joined logits: columns [begin, begin + valid) of the
+// whole vocabulary are the rank's first `valid` logits columns.
+struct VocabPart {
+  int64_t begin = 0, valid = 0;
+};
+
 // Leading `n` rows of a contiguous view whose first dimension is rows ([N, ...] -> [n, ...]).
 TensorView rows(const TensorView& t, int64_t n);
 
@@ -88,6 +100,9 @@ class Ops {
   virtual void from_host(const float* src, const TensorView& dst) = 0;
   // Waits for queued work (CPU: no-op).
   virtual void synchronize() {}
+  // Makes this Ops usable from the calling thread (CUDA: its device becomes the thread's current
+  // one). Needed only when another thread than the one that made the Ops calls it.
+  virtual void bind_thread() {}
   // Free and total bytes of the device's memory, for sizing the KV cache; false when the backend
   // has no device memory of its own (CPU).
   virtual bool device_memory(size_t* free_bytes, size_t* total_bytes) {
@@ -144,14 +159,16 @@ class Ops {
   virtual void norm_qkv_rope(int layer, const TensorView& residual, const TensorView& h,
                              const TensorView& q, const TensorView& k, const TensorView& v,
                              KvCache& kv) = 0;
-  // residual [T, H] += o_proj(attn) (scratch [T, H]).
+  // residual [T, H] += o_proj(attn) (scratch [T, H]); with ResidualUpdate::kStore,
+  // residual = o_proj(attn).
   virtual void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
-                               const TensorView& residual) = 0;
+                               const TensorView& residual, ResidualUpdate update) = 0;
   // The MLP block: h [T, H] = rms_norm(residual) · post_attn_norm, gate_up [T, 2I] =
-  // gate_up_proj(h), act [T, I] = silu_mul(gate_up), residual += down_proj(act) (scratch [T, H]).
+  // gate_up_proj(h), act [T, I] = silu_mul(gate_up), residual += down_proj(act) (scratch [T, H]);
+  // with ResidualUpdate::kStore, residual = down_proj(act).
   virtual void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
                             const TensorView& gate_up, const TensorView& act,
-                            const TensorView& scratch) = 0;
+                            const TensorView& scratch, ResidualUpdate update) = 0;
 
   // out [R, H] = x [T, H] at the step's logits_rows.
   virtual void gather_rows(const TensorView& x, const TensorView& out) = 0;
@@ -176,8 +193,7 @@ class Ops {
     CEILING_ENSURE(comm_ != nullptr, "{}: all_reduce_sum without a communicator", name());
     comm_->all_reduce_sum(x, nullptr);
   }
-  // out [world·n] = every rank's x [n], in rank order, in this Ops' stream order (not recorded in
-  // graphs: call it between steps).
+  // out [world·n] = every rank's x [n], in rank order, in this Ops' stream order.
   virtual void all_gather(const TensorView& x, const TensorView& out) {
     CEILING_ENSURE(comm_ != nullptr, "{}: all_gather without a communicator", name());
     comm_->all_gather(x, out, nullptr);
@@ -187,6 +203,12 @@ class Ops {
   // row. Host memory here; a device backend overrides it.
   virtual void copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
                             int64_t col);
+  // After lm_head: every rank's local logits [R, Vp] all-gathered into gathered (at least
+  // N·R·Vp f32), then, where `full` is a view (the joining rank), joined into full [R, V]:
+  // rank r's first parts[r].valid columns at parts[r].begin. All ranks call it. A CUDA backend
+  // records it in its decode graph (the step's last op there).
+  virtual void join_logits(const TensorView& local, std::span<const VocabPart> parts,
+                           const TensorView& gathered, const TensorView& full);
 
  private:
   Communicator* comm_ = nullptr;

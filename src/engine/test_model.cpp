@@ -14,7 +14,6 @@
 #include "model/loader.h"
 #include "model/safetensors_writer.h"
 
-
 namespace ceiling::engine {
 
 namespace {
@@ -66,7 +65,7 @@ std::vector<TestModelPreset> presets() {
   qwen3.qk_norm = true;
   qwen3.tie_word_embeddings = true;
   p.push_back({"tiny-qwen3", qwen3, "qwen2.5"});
-  for (const char* name : {"llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b"}) {
+  for (const char* name : {"llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "llama-3.1-70b"}) {
     ModelConfig c = *find_preset(name);
     c.dtype = DType::kBF16;
     p.push_back({name, c, c.arch == Arch::kQwen2 ? "qwen2.5" : "llama3"});
@@ -139,7 +138,6 @@ TestModelPreset test_model_preset(std::string_view name) {
   for (const auto& n : test_model_preset_names()) names += (names.empty() ? "" : ", ") + n;
   fail("unknown test-model preset '{}' (known: {})", name, names);
 }
-
 
 std::string model_config_json(const ModelConfig& c) {
   nlohmann::ordered_json j;

@@ -39,7 +39,8 @@ enum Op : uint64_t {
   kOProjResidual,
   kNormGateUpSilu,
   kDownResidual,
-  kAllReduce
+  kAllReduce,
+  kJoinLogits
 };
 }  // namespace
 
@@ -246,17 +247,18 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
   qkv_proj_into_pending(l, *in, &f, q, k, v, &kv);
 }
 void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /*scratch*/,
-                              const TensorView& residual) {
+                              const TensorView& residual, ResidualUpdate update) {
   const int rows = begin_op(kOProjResidual, l, {attn.data, residual.data}, false, attn, kTokens);
   check_rows(residual, kTokens, "residual");
   const TensorView& w = weights().layers.at(l).o_proj;
   if (launching())
-    linear(attn, w, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows, true);
+    linear(attn, w, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+           update == ResidualUpdate::kAdd);
 }
 
 void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& h,
                            const TensorView& gate_up, const TensorView& act,
-                           const TensorView& /*scratch*/) {
+                           const TensorView& /*scratch*/, ResidualUpdate update) {
   const TensorView& norm = weights().layers.at(l).post_attn_norm;
   const TensorView& wgu = fused(l).gate_up;
   const int rows = check_rows(residual, kTokens, "residual");
@@ -290,7 +292,8 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
   begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
   const TensorView& wd = weights().layers.at(l).down_proj;
   if (launching())
-    linear(act, wd, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows, true);
+    linear(act, wd, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+           update == ResidualUpdate::kAdd);
 }
 
 void CudaOps::qk_norm(int l, const TensorView& q, const TensorView& k) {
@@ -484,7 +487,40 @@ void CudaOps::lm_head(const TensorView& x, const TensorView& logits) {
                  "CudaOps::lm_head: logits must be a contiguous f32 device view [R, V] (got {} {})",
                  dtype_name(logits.dtype), logits.shape_str());
   if (launching()) linear(x, weights().lm_head, nullptr, logits.data, DType::kF32, rows);
-  finish_step(logits);
+  const Communicator* comm = communicator();
+  if (comm == nullptr || comm->world() == 1) finish_step(logits);  // else join_logits does
+}
+
+void CudaOps::join_logits(const TensorView& local, std::span<const VocabPart> parts,
+                          const TensorView& gathered, const TensorView& full) {
+  Communicator* comm = communicator();
+  CEILING_ENSURE(comm != nullptr && comm->world() == static_cast<int>(parts.size()),
+                 "CudaOps::join_logits: {} parts without a communicator of as many ranks",
+                 parts.size());
+  const int rows =
+      begin_op(kJoinLogits, -1, {local.data, gathered.data, full.data}, false, local, kLogitsRows);
+  if (full.data) check_rows(full, kLogitsRows, "joined logits");
+  // A graph step joins all B rows of the bucket: rank r's rows sit at r · B · Vp.
+  const int64_t Vp = local.dim(1), N = static_cast<int64_t>(parts.size());
+  CEILING_ENSURE(gathered.numel() >= N * rows * Vp,
+                 "CudaOps::join_logits: gather buffer of {} floats for {} x {} x {}",
+                 gathered.numel(), N, rows, Vp);
+  if (launching() && rows > 0) {
+    float* g = gathered.as<float>();
+    comm->all_gather(TensorView(local.data, DType::kF32, {rows * Vp}, Device::kCuda),
+                     TensorView(g, DType::kF32, {N * rows * Vp}, Device::kCuda), stream_);
+    if (full.data)
+      for (int64_t r = 0; r < N; ++r) {
+        const VocabPart& p = parts[static_cast<size_t>(r)];
+        CEILING_ENSURE(p.begin >= 0 && p.valid <= Vp && p.begin + p.valid <= full.dim(1),
+                       "CudaOps::join_logits: part {} ({} columns at {}) does not fit", r, p.valid,
+                       p.begin);
+        CEILING_CUDA_CHECK(cudaMemcpy2DAsync(
+            full.as<float>() + p.begin, full.dim(1) * sizeof(float), g + r * rows * Vp,
+            Vp * sizeof(float), p.valid * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_));
+      }
+  }
+  finish_step(full.data ? full : local);
 }
 
 }  // namespace ceiling::engine

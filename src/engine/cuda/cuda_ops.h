@@ -76,6 +76,7 @@ class CudaOps final : public Ops {
   void to_host(const TensorView& src, float* dst) override;
   void from_host(const float* src, const TensorView& dst) override;
   void synchronize() override;
+  void bind_thread() override;
   bool device_memory(size_t* free_bytes, size_t* total_bytes) override;
 
   void prepare(const StepBatch& step, const KvCache& kv) override;
@@ -96,10 +97,10 @@ class CudaOps final : public Ops {
                      const TensorView& q, const TensorView& k, const TensorView& v,
                      KvCache& kv) override;
   void o_proj_residual(int layer, const TensorView& attn, const TensorView& scratch,
-                       const TensorView& residual) override;
+                       const TensorView& residual, ResidualUpdate update) override;
   void mlp_residual(int layer, const TensorView& residual, const TensorView& h,
-                    const TensorView& gate_up, const TensorView& act,
-                    const TensorView& scratch) override;
+                    const TensorView& gate_up, const TensorView& act, const TensorView& scratch,
+                    ResidualUpdate update) override;
   void gather_rows(const TensorView& x, const TensorView& out) override;
   void lm_head(const TensorView& x, const TensorView& logits) override;
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
@@ -108,6 +109,8 @@ class CudaOps final : public Ops {
   void all_gather(const TensorView& x, const TensorView& out) override;
   void copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
                     int64_t col) override;
+  void join_logits(const TensorView& local, std::span<const VocabPart> parts,
+                   const TensorView& gathered, const TensorView& full) override;
 
   cudaStream_t stream() const { return stream_; }
   const CudaOpsStats& stats() const { return stats_; }

@@ -126,6 +126,10 @@ void CudaOps::from_host(const float* src, const TensorView& dst) {
   CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void CudaOps::bind_thread() {
+  CEILING_CUDA_CHECK(cudaSetDevice(options_.device_index));
+}
+
 void CudaOps::synchronize() {
   CEILING_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

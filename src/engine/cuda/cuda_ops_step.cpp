@@ -247,7 +247,8 @@ void CudaOps::finish_step(const TensorView& logits) {
     Graph& g = graphs_.at(bucket_);
     if (mode_ == Mode::kCapture) {
       // The step's greedy ids come back with the graph: argmax of every row, copied to pinned.
-      cuda::argmax(logits.as<float>(), logit_rows_, config_.vocab_size, ids_dev_, stream_)
+      cuda::argmax(logits.as<float>(), logit_rows_, static_cast<int>(logits.dim(1)), ids_dev_,
+                   stream_)
           .throw_if_error();
       CEILING_CUDA_CHECK(cudaMemcpyAsync(ids_host_.as<int32_t>(), ids_dev_,
                                          logit_rows_ * sizeof(int32_t), cudaMemcpyDeviceToHost,

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/all_reduce.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
 
@@ -26,14 +27,15 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-// Block b of every rank meets block b of every other rank: thread q < world tells rank q "rank
-// `rank` reached `epoch` in phase `phase`", then waits for rank q's word in its own flags.
-__device__ void barrier(const OneShotPeers& p, int rank, int world, int phase, uint32_t epoch) {
+// Block b of rank `rank` tells every peer q "my slot of your half `parity` holds epoch `epoch`"
+// (after this block's stores), then waits until every peer has said the same in its own flags.
+__device__ void signal_and_wait(const OneShotPeers& p, int rank, int world, int parity,
+                                uint32_t epoch) {
   __syncthreads();
   const int q = threadIdx.x;
   if (q < world) {
-    const int slot = (blockIdx.x * 2 + phase) * kOneShotMaxRanks;
-    __threadfence_system();  // this block's writes (the staging copy) before the flag
+    const int slot = (blockIdx.x * 2 + parity) * kOneShotMaxRanks;
+    __threadfence_system();  // this block's stores into q's buffer before the flag
     store_release(p.flags[q] + slot + rank, epoch);
     const uint32_t* mine = p.flags[rank] + slot + q;
     const uint64_t t0 = global_ns();
@@ -68,28 +70,43 @@ __device__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
 template <typename T>
 constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 
-// x [n] in vectors of kVec<T> (n a multiple of kVec, x and the stages 16-byte aligned: every
-// load and store is 16 bytes, so a remote read over NVLink moves a whole vector); the tail path
-// below takes anything else one element at a time. Sums run in rank order in fp32 either way, so
-// the vector path gives the same bits as the scalar one.
+// x [n] in vectors of kVec<T> (n a multiple of kVec, x 16-byte aligned: every load and store is
+// 16 bytes, so a remote store over NVLink moves a whole vector); the tail path below takes
+// anything else one element at a time. Sums run in rank order in fp32 either way, so the vector
+// path gives the same bits as the scalar one.
 template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(T* x, int64_t n, int rank, int world, OneShotPeers p, uint32_t* counters) {
+  // PDL (pdl.cuh): the next kernel (a GEMV) may be scheduled at once and stream its weights
+  // while this one waits for its peers; this one waits for its predecessor (the partial sums in
+  // x, the counters of the call before) here.
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
   constexpr int V = kVector ? kVec<T> : 1;
+  using Unit = std::conditional_t<kVector, uint4, T>;
   const int64_t units = n / V;  // vectors (or elements)
   const int64_t chunk = (units + gridDim.x - 1) / gridDim.x;
   const int64_t begin = blockIdx.x * chunk, end = min(units, begin + chunk);
-  const uint32_t epoch = counters[blockIdx.x] + 1;
-  using Unit = std::conditional_t<kVector, uint4, T>;
-  Unit* mine = static_cast<Unit*>(p.stage[rank]);
-  Unit* xs = reinterpret_cast<Unit*>(x);
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) mine[i] = xs[i];
-  barrier(p, rank, world, 0, epoch);
+  const uint32_t epoch = counters[blockIdx.x] + 1;  // the same in every block (see the end)
+  const int parity = static_cast<int>(epoch & 1u);
+  // Half `parity` of rank q's buffer, slot s: [s · slot_units, (s + 1) · slot_units) units.
+  const int64_t slot_units = p.slot_bytes / static_cast<int64_t>(sizeof(Unit));
+  const int64_t half = static_cast<int64_t>(world) * slot_units;
+  const Unit* xs = reinterpret_cast<const Unit*>(x);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const Unit v = xs[i];
+#pragma unroll
+    for (int q = 0; q < kOneShotMaxRanks; ++q)  // every peer's store in flight at once
+      if (q < world) static_cast<Unit*>(p.stage[q])[parity * half + rank * slot_units + i] = v;
+  }
+  signal_and_wait(p, rank, world, parity, epoch);
+  const Unit* mine = static_cast<const Unit*>(p.stage[rank]) + parity * half;
+  Unit* out = reinterpret_cast<Unit*>(x);
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     Unit in[kOneShotMaxRanks];
 #pragma unroll
-    for (int q = 0; q < kOneShotMaxRanks; ++q)  // every peer's load in flight at once
-      if (q < world) in[q] = static_cast<const Unit*>(p.stage[q])[i];
+    for (int q = 0; q < kOneShotMaxRanks; ++q)
+      if (q < world) in[q] = mine[q * slot_units + i];
     float s[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) s[e] = 0.0f;
@@ -100,14 +117,18 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < V; ++e) s[e] += to_f(v[e]);
     }
-    Unit out;
-    T* o = reinterpret_cast<T*>(&out);
+    Unit o;
+    T* ot = reinterpret_cast<T*>(&o);
 #pragma unroll
-    for (int e = 0; e < V; ++e) o[e] = from_f<T>(s[e]);
-    xs[i] = out;
+    for (int e = 0; e < V; ++e) ot[e] = from_f<T>(s[e]);
+    out[i] = o;
   }
-  barrier(p, rank, world, 1, epoch);  // nobody overwrites its stage before all have read it
+  // Every counter moves to this call's epoch, the idle blocks' too (block 0 writes those; no
+  // block of this call reads them), so the next call's blocks share one epoch and one parity
+  // whatever its grid: a half is reused only two calls later, when every peer is done with it.
   if (threadIdx.x == 0) counters[blockIdx.x] = epoch;
+  if (blockIdx.x == 0)
+    for (int b = gridDim.x + threadIdx.x; b < kOneShotMaxBlocks; b += kThreads) counters[b] = epoch;
 }
 
 }  // namespace
@@ -118,6 +139,9 @@ Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
     return Status::error("one_shot_all_reduce: rank {} of {} (at most {} ranks)", rank, world,
                          kOneShotMaxRanks);
   if (n <= 0) return Status();
+  if (n * static_cast<int64_t>(dtype_bytes(dtype, 1)) > peers.slot_bytes)
+    return Status::error("one_shot_all_reduce: {} elements of {} do not fit the {}-byte slots", n,
+                         dtype_name(dtype), peers.slot_bytes);
   // Enough blocks to keep NVLink busy at a few hundred KB, few enough to stay co-resident: one
   // 16-byte vector (or element) per thread per pass, up to 4 passes per block.
   const int elem = static_cast<int>(dtype_bytes(dtype, 1));
@@ -127,24 +151,24 @@ Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
   const int blocks = static_cast<int>(
       std::min<int64_t>(kOneShotMaxBlocks, (units + 4 * kThreads - 1) / (4 * kThreads)));
   auto launch = [&]<typename T>(T* p) {
-    if (vector)
-      one_shot_kernel<T, true><<<blocks, kThreads, 0, stream>>>(p, n, rank, world, peers, counters);
-    else
-      one_shot_kernel<T, false>
-          <<<blocks, kThreads, 0, stream>>>(p, n, rank, world, peers, counters);
+    return vector ? detail::launch_pdl(one_shot_kernel<T, true>, blocks, kThreads, 0, stream, p, n,
+                                       rank, world, peers, counters)
+                  : detail::launch_pdl(one_shot_kernel<T, false>, blocks, kThreads, 0, stream, p, n,
+                                       rank, world, peers, counters);
   };
+  cudaError_t e = cudaSuccess;
   switch (dtype) {
     case DType::kF32:
-      launch(static_cast<float*>(x));
+      e = launch(static_cast<float*>(x));
       break;
     case DType::kBF16:
-      launch(static_cast<__nv_bfloat16*>(x));
+      e = launch(static_cast<__nv_bfloat16*>(x));
       break;
     default:
       return Status::error("one_shot_all_reduce: dtype {} not built (f32, bf16)",
                            dtype_name(dtype));
   }
-  CEILING_CUDA_RETURN_LAST();
+  CEILING_CUDA_RETURN(e);
   return Status();
 }
 

@@ -1,13 +1,17 @@
 // One-shot all-reduce over NVLink peer-to-peer memory, for the small messages of decode (a few KB
-// to a few hundred KB), as vLLM's custom all-reduce does: every rank copies its input into its
-// own staging buffer, a flag barrier tells the peers it is there, every rank reads all N staging
-// buffers through P2P and sums them in rank order (fp32 accumulation: every rank gets the same
-// bits), and a second barrier keeps the staging buffers alive until all have read them. One
-// kernel per rank, no host involvement: graph-capturable (epochs are counted on the device).
+// to a few hundred KB), in the spirit of vLLM's custom all-reduce, written as a push: every rank
+// stores its input into its own slot of every rank's receive buffer (remote NVLink stores, which
+// post without waiting, unlike remote loads), raises one flag per peer, waits for the peers'
+// flags in its own memory, and sums the N slots of its own buffer locally in rank order (fp32
+// accumulation: every rank gets the same bits). The receive buffers are double-buffered by the
+// call's parity, so no second barrier is needed: a rank reaches call e only after every peer has
+// raised its flag for call e-1, i.e. finished reading call e-2's half. One kernel per rank, no
+// host involvement: graph-capturable (epochs are counted on the device).
 //
-// Memory (allocated by the caller, dist/custom_all_reduce.h): per rank, a staging buffer of
-// max_bytes and a flag array of kOneShotFlagWords words on its GPU, both zeroed, reachable from
-// every peer (cudaDeviceEnablePeerAccess); a counter array of kOneShotMaxBlocks words, zeroed.
+// Memory (allocated by the caller, dist/nccl_communicator.cpp): per rank, a receive buffer of
+// one_shot_stage_bytes(max_bytes, world) and a flag array of kOneShotFlagWords words on its GPU,
+// both zeroed, reachable from every peer (cudaDeviceEnablePeerAccess); a counter array of
+// kOneShotMaxBlocks words, zeroed.
 // A peer that never arrives makes the kernel trap after kOneShotTimeoutNs (a sticky CUDA error,
 // which the caller reports) instead of spinning forever.
 #pragma once
@@ -27,12 +31,18 @@ inline constexpr int kOneShotFlagWords = kOneShotMaxBlocks * 2 * kOneShotMaxRank
 inline constexpr uint64_t kOneShotTimeoutNs = 10'000'000'000ull;  // 10 s
 
 struct OneShotPeers {
-  void* stage[kOneShotMaxRanks] = {};      // rank q's staging buffer (on GPU q)
+  void* stage[kOneShotMaxRanks] = {};      // rank q's receive buffer [2][world][max_bytes] (GPU q)
   uint32_t* flags[kOneShotMaxRanks] = {};  // rank q's flags (on GPU q)
+  int64_t slot_bytes = 0;                  // max_bytes: one rank's slot in a receive buffer
 };
 
+// Bytes of one rank's receive buffer for messages up to max_bytes (two halves of world slots).
+inline size_t one_shot_stage_bytes(size_t max_bytes, int world) {
+  return 2 * static_cast<size_t>(world) * max_bytes;
+}
+
 // x [n] (f32 or bf16, on this rank's GPU) <- Σ over the `world` ranks, in place. `counters` is
-// this rank's [kOneShotMaxBlocks] epoch counters. n · dtype bytes must fit the staging buffers.
+// this rank's [kOneShotMaxBlocks] epoch counters. n · dtype bytes must fit peers.slot_bytes.
 Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
                            const OneShotPeers& peers, uint32_t* counters, cudaStream_t stream);
 
