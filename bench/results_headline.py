@@ -36,6 +36,8 @@ def latest_latency(latency):
         m = LATENCY.match(name)
         if not m or m["x"] or m["eager"] or not run.get("cuda_graphs", True):
             continue
+        if run.get("tensor_parallel_size", 1) > 1:  # tp_table's
+            continue
         key = (run.get("model", m["model"]), int(run.get("batch", m["b"] or 1)))
         g = best.setdefault(m["gpu"], {})
         if key not in g or run_order(m) >= run_order(LATENCY.match(g[key][0])):
@@ -163,11 +165,50 @@ def tokens_vs_batch_png(gpu, runs, path):
     plt.close(fig)
 
 
+def latest_tp(latency):
+    """{gpu: [(name, run, tp1 run of the same tag or None)]}: the newest run tag's tensor-parallel
+    decode runs per GPU and model (NCCL alone, the custom all-reduce, several processes)."""
+    by_tag = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if not m or m["x"] or m["eager"] or "-tp" not in name:
+            continue
+        by_tag.setdefault((m["gpu"], run.get("model", ""), run_order(m)), []).append((name, run))
+    newest = {}
+    for (gpu, model, order) in by_tag:
+        if any(r.get("tensor_parallel_size", 1) > 1 for _, r in by_tag[(gpu, model, order)]):
+            if order > newest.get((gpu, model), (("", 0),))[0]:
+                newest[(gpu, model)] = (order,)
+    out = {}
+    for (gpu, model), (order,) in sorted(newest.items()):
+        runs = sorted(by_tag[(gpu, model, order)], key=lambda nr: (nr[1].get("tensor_parallel_size", 1), nr[0]))
+        base = next((r for _, r in runs if r.get("tensor_parallel_size", 1) == 1), None)
+        out.setdefault(gpu, []).extend((n, r, base) for n, r in runs)
+    return out
+
+
+def tp_table(rows):
+    out = ["**Tensor parallel decode, batch 1** (one run per model; speed-up against TP 1 of the same run; "
+           "`% of floor+AR`: one GPU's share of the bytes at the measured bandwidth plus the roofline's "
+           "all-reduce time, over the measured time; `x2p`: two processes)", "",
+           "| model | TP | all-reduce | ms/token | tokens/s | speed-up | % of floor+AR | predicted gap | run |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for name, r, base in rows:
+        tp = str(r.get("tensor_parallel_size", 1)) + (f"x{r['processes']}p" if r.get("processes", 1) > 1 else "")
+        sp = r["tokens_per_s"] / base["tokens_per_s"] if base and r.get("tokens_per_s") else None
+        out.append(f"| {r.get('model', '')} | {tp} | {r.get('communicator', '')} | {fmt(r.get('ms_per_token'), '.3f')} "
+                   f"| {fmt(r.get('tokens_per_s'), '.1f')} | {fmt(sp, '.2f')} "
+                   f"| {fmt(r.get('pct_of_floor_with_allreduce'), '.1f')} | {fmt(r.get('prediction_gap'), '.2f')} "
+                   f"| {link(name)} |")
+    return out + [""]
+
+
 def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
     lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
+    tp = latest_tp(latency)
     out = []
-    for gpu in sorted(set(lat) | set(ker) | set(thr)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp)):
         out += [f"## {gpu.upper()} — latest", ""]
         if gpu in thr:
             out += throughput_table(thr[gpu])
@@ -176,6 +217,8 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
             png = os.path.join(img_dir, f"headline_{gpu}_tokens_vs_batch.png")
             tokens_vs_batch_png(gpu, lat[gpu], png)
             out += [f"![tokens/s vs batch]({os.path.relpath(png, md_dir)})", ""]
+        if gpu in tp:
+            out += tp_table(tp[gpu])
         if gpu in ker:
             name, run = ker[gpu]
             out += kernel_table(name, run)
