@@ -203,11 +203,12 @@ std::vector<OpCost> model_ops(const ModelConfig& m, const GpuCeilings& gpu, cons
   if (tp) b.allreduce("embedding_allreduce", 1, false, d.T * d.H);
 
   // --- one decoder layer, x L ---
-  // Decode at batch 1 (one GPU): the norms run inside the GEMVs (prologue), SiLU-and-multiply as
-  // the gate/up GEMV's epilogue (it writes [T, I], not [T, 2I]). Otherwise norms and SiLU are
-  // kernels of their own. The residual add is always the epilogue of o_proj / down_proj
-  // (out = residual + x·W).
-  const bool fused = s.phase == Phase::kDecode && s.batch == 1 && !tp;
+  // Decode at batch 1: the norms run inside the GEMVs (prologue), SiLU-and-multiply as the
+  // gate/up GEMV's epilogue (it writes [T, I], not [T, 2I]). Otherwise norms and SiLU are kernels
+  // of their own. The residual add is always the epilogue of o_proj / down_proj (out = residual
+  // + x·W); under tensor parallelism rank 0 adds it there, the others store their partial sums,
+  // and the all-reduce of the residual that follows completes it (the same fused steps).
+  const bool fused = s.phase == Phase::kDecode && s.batch == 1;
   const double gamma = kAct * d.H;  // a norm's weight, read by the fused GEMV
   if (!fused) b.norm("attn_norm", "RMSNorm of the residual stream", L, true, d.T, d.H);
   const double nqkv = (d.hq + 2 * d.hkv) * d.D;

@@ -208,8 +208,8 @@ TEST(Ops, StructureFollowsTheModel) {
     EXPECT_NEAR(o.weight_bytes + o.activation_bytes + o.kv_bytes, o.cost.bytes, 1e-6) << o.name;
 }
 
-// Decode at batch 1 on one GPU is costed as CudaOps runs it: the norms, RoPE + KV write and
-// SiLU inside the GEMVs. Bytes move between ops but the step reads the same weights and K/V;
+// Decode at batch 1 (one GPU or tensor parallel) is costed as CudaOps runs it: the norms, RoPE +
+// KV write and SiLU inside the GEMVs. Bytes move between ops but the step reads the same weights and K/V;
 // Qwen3's per-head q/k norm keeps RoPE a kernel of its own; batch 2 is unfused.
 TEST(Ops, DecodeBatch1IsFusedAsTheEngineRunsIt) {
   const GpuCeilings g = ceilings_for("h100-sxm", false);
@@ -241,6 +241,13 @@ TEST(Ops, DecodeBatch1IsFusedAsTheEngineRunsIt) {
   EXPECT_ANY_THROW(op(qwen3, "silu_mul"));
   for (const auto& o : fused)
     EXPECT_NEAR(o.weight_bytes + o.activation_bytes + o.kv_bytes, o.cost.bytes, 1e-6) << o.name;
+  Scenario tp = decode(1, 1024);  // the same fused steps, plus the all-reduces of the residual
+  tp.tp = 2;
+  const auto tp_ops = model_ops(m, g, tp);
+  for (const char* name : {"attn_norm", "mlp_norm", "silu_mul", "rope_kv_write"})
+    EXPECT_ANY_THROW(op(tp_ops, name)) << name;
+  EXPECT_EQ(op(tp_ops, "attn_allreduce").count, 32);
+  EXPECT_EQ(op(tp_ops, "mlp_allreduce").count, 32);
 }
 
 TEST(Ops, BadScenariosFailWithOneLine) {
