@@ -37,13 +37,22 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     echo "texts differ (allowed only at a bf16 near-tie): see $out/smoke-tp*.txt"
 fi
 
+# The measured ceilings with the all-reduce latency of the smallest TP size in TPS written in
+# (OUTDIR/ceilings-<gpu>.json, for data/ceilings/ after review).
+ceil="$out/ceilings-$gpu.json"
+src_ceil=data/ceilings/$gpu.json
+[ -f "$src_ceil" ] || src_ceil=data/ceilings/$gpu-sxm.json
+[ -f "$src_ceil" ] && cp "$src_ceil" "$ceil"
+mintp=$(echo "$tps" | tr ' ' '\n' | sort -n | head -1)
 declare -A cross
 for n in $tps; do
   cross[$n]=${CUSTOM_BYTES:-0}
   [ "${SKIP_ALLREDUCE:-0}" = 1 ] && continue
   ar="$out/allreduce-${gpu}x$n-$day.json"
+  upd=()
+  [ "$n" = "$mintp" ] && [ -f "$ceil" ] && upd=(--update-ceilings "$ceil")
   run "bench allreduce tp $n" 300 "$bin" bench allreduce --tensor-parallel-size "$n" \
-    --sizes 4K,8K,16K,32K,64K,128K,256K,512K,1M --out "$ar"
+    --sizes 4K,8K,16K,32K,64K,128K,256K,512K,1M --out "$ar" "${upd[@]}"
   cross[$n]=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['suggested_custom_all_reduce_max_bytes'])" "$ar" 2>/dev/null || echo 0)
 done
 
