@@ -123,7 +123,7 @@ void bind_groups(Ctx& c, int64_t N, int64_t K, int G, bool zero_offset, bool awq
   for (int64_t g = 0; g < ng; ++g)
     for (int64_t n = 0; n < N; ++n) {
       q.scale.as<float>()[n * ng + g] = checked_scale(*s, g * N + n);
-      const int nib = awq_order ? kAwqOrder[n % 8] : static_cast<int>(n % 8);
+      const int nib = awq_order ? kAwqNibbleOf[n % 8] : static_cast<int>(n % 8);
       const int zv = nibble(word(*z, g * (N / 8) + n / 8), nib);
       q.zero.as<uint8_t>()[n * ng + g] = static_cast<uint8_t>(zero_offset ? (zv + 1) & 0xf : zv);
     }
@@ -145,7 +145,7 @@ QuantLinear bind_int4(Ctx& c, const SafetensorsSet::Entry& qw, int64_t N, int64_
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n)
         dst[n * K + k] =
-            static_cast<uint8_t>(nibble(word(qw, k * (N / 8) + n / 8), kAwqOrder[n % 8]));
+            static_cast<uint8_t>(nibble(word(qw, k * (N / 8) + n / 8), kAwqNibbleOf[n % 8]));
   } else {
     want_shape(qw, {K / 8, N}, "GPTQ qweight is [K / 8, N]");
     for (int64_t k = 0; k < K; ++k)

@@ -26,7 +26,10 @@
 
 namespace ceiling {
 
+// AWQ's packing: nibble i of a word holds output 8j + kAwqOrder[i]; so output 8j + c is in nibble
+// kAwqNibbleOf[c] (AutoAWQ's AWQ_ORDER and AWQ_REVERSE_ORDER).
 inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+inline constexpr int kAwqNibbleOf[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 enum class QuantMethod : uint8_t { kNone, kCompressedTensors, kFbgemmFp8, kAwq, kGptq };
 const char* quant_method_name(QuantMethod m);  // "none", "compressed-tensors", "fbgemm_fp8", ...

@@ -114,7 +114,8 @@ TEST(CheckpointLayout, PerTensorScaleRepeatsOneScale) {
   o.layout = Layout::kCompressedTensors;
   o.per_tensor_fp8 = true;
   write_fixture(d.path(), o);
-  const QuantLinear& q = load_model(d.path()).weights.layers[0].quant[kQProj];
+  const Model m = load_model(d.path());
+  const QuantLinear& q = m.weights.layers[0].quant[kQProj];
   for (int64_t n = 1; n < q.scale.numel(); ++n)
     EXPECT_EQ(q.scale.as<float>()[n], q.scale.as<float>()[0]);
 }
@@ -299,13 +300,13 @@ std::vector<Malformed> malformed_cases() {
                {},
                [](auto& q) { q["quant_method"] = "bitsandbytes"; },
                "quantization_config",
-               "unsupported quant_method \"bitsandbytes\""});
+               "unsupported quant_method 'bitsandbytes'"});
   m.push_back({"compressed_tensors_int_pack",
                Layout::kCompressedTensors,
                {},
                [](auto& q) { q["format"] = "pack-quantized"; },
                "quantization_config",
-               "format \"pack-quantized\" is not supported"});
+               "format 'pack-quantized' is not supported"});
   m.push_back({"compressed_tensors_int_weights",
                Layout::kCompressedTensors,
                {},
