@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "ceiling/command.h"
 #include "ceiling/progress.h"
@@ -106,65 +107,75 @@ int run(const AccuracyArgs& a) {
   ao.window = a.window;
   ao.chunk = a.chunk;
   ao.max_tokens = a.max_tokens;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<engine::AccuracyStats> stats;
-  {
-    Progress progress("accuracy");
-    stats = engine::measure_accuracy(variants, ids, ao, [&](int done, int total) {
-      progress.update(static_cast<double>(done) / total, fmt::format("window {}/{}", done, total));
-    });
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  nlohmann::json rows = nlohmann::json::array();
-  fmt::print("{:<14} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "variant", "ppl", "mean KL", "max KL",
-             "top-1", "s");
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const VariantSpec& v = specs[i];
-    const engine::AccuracyStats& s = stats[i];
-    const std::string name = i == 0 ? ref_name : v.name;
-    fmt::print("{:<14} {:>8.4f} {:>12.6f} {:>10.4f} {:>10.4f} {:>8.1f}\n", name, s.perplexity(),
-               s.mean_kl(), s.max_kl, s.top1(), s.seconds);
-    nlohmann::json r = {{"variant", name},
-                        {"weights", v.weights.empty() ? ref_name : v.weights},
-                        {"kv_cache_dtype", v.fp8_kv ? "fp8" : "f32"},
-                        {"positions", s.positions},
-                        {"perplexity", s.perplexity()},
-                        {"mean_nll", s.positions ? s.sum_nll / s.positions : 0.0},
-                        {"mean_kl", s.mean_kl()},
-                        {"max_kl", s.max_kl},
-                        {"top1_agreement", s.top1()},
-                        {"seconds", s.seconds}};
-    if (v.weights == "int4") r["int4_group_sizes"] = group_sizes(models["int4"]->weights);
-    rows.push_back(r);
-  }
   const Model& ref = *models[""];
-  nlohmann::json j = {
-      {"tool", "ceiling bench accuracy"},
-      {"device", "cpu"},
-      {"model", ref.config.name},
-      {"model_dtype", ref_name},
-      {"text", a.text},
-      {"text_bytes", text.size()},
-      {"text_tokens", ids.size()},
-      {"tokens_used",
-       static_cast<int64_t>(ids.size() < static_cast<size_t>(a.max_tokens) || a.max_tokens <= 0
-                                ? ids.size() / a.window * a.window
-                                : a.max_tokens / a.window * a.window)},
-      {"window", a.window},
-      {"chunk", a.chunk},
-      {"threads", a.threads},
-      {"int4_group_size", a.int4_group_size},
-      {"wall_seconds", wall},
-      {"git_sha", git_sha()},
-      {"date", utc_now()},
-      {"variants", rows}};
-  if (!a.out.empty()) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // The result so far: written after every window, so a long run always leaves a valid file.
+  auto result = [&](std::span<const engine::AccuracyStats> stats, int done, int total) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const VariantSpec& v = specs[i];
+      const engine::AccuracyStats& s = stats[i];
+      nlohmann::json r = {{"variant", i == 0 ? ref_name : v.name},
+                          {"weights", v.weights.empty() ? ref_name : v.weights},
+                          {"kv_cache_dtype", v.fp8_kv ? "fp8" : "f32"},
+                          {"positions", s.positions},
+                          {"perplexity", s.perplexity()},
+                          {"mean_nll", s.positions ? s.sum_nll / s.positions : 0.0},
+                          {"mean_kl", s.mean_kl()},
+                          {"max_kl", s.max_kl},
+                          {"top1_agreement", s.top1()},
+                          {"seconds", s.seconds}};
+      if (v.weights == "int4") r["int4_group_sizes"] = group_sizes(models["int4"]->weights);
+      rows.push_back(r);
+    }
+    return nlohmann::json{
+        {"tool", "ceiling bench accuracy"},
+        {"device", "cpu"},
+        {"model", ref.config.name},
+        {"model_dtype", ref_name},
+        {"text", a.text},
+        {"text_bytes", text.size()},
+        {"text_tokens", ids.size()},
+        {"tokens_used", int64_t{done} * a.window},
+        {"windows_done", done},
+        {"windows", total},
+        {"complete", done == total},
+        {"window", a.window},
+        {"chunk", a.chunk},
+        {"threads", a.threads},
+        {"hardware_threads", std::thread::hardware_concurrency()},
+        {"int4_group_size", a.int4_group_size},
+        {"wall_seconds",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+        {"git_sha", git_sha()},
+        {"date", utc_now()},
+        {"variants", rows}};
+  };
+  auto write = [&](const nlohmann::json& j) {
+    if (a.out.empty()) return;
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "cannot write {}", a.out);
     f << j.dump(2) << "\n";
-    fmt::print("wrote {}\n", a.out);
+  };
+  std::vector<engine::AccuracyStats> stats;
+  {
+    Progress progress("accuracy");
+    stats = engine::measure_accuracy(
+        variants, ids, ao, [&](int done, int total, std::span<const engine::AccuracyStats> st) {
+          progress.update(static_cast<double>(done) / total,
+                          fmt::format("window {}/{}", done, total));
+          write(result(st, done, total));
+        });
   }
+  fmt::print("{:<14} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "variant", "ppl", "mean KL", "max KL",
+             "top-1", "s");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const engine::AccuracyStats& s = stats[i];
+    fmt::print("{:<14} {:>8.4f} {:>12.6f} {:>10.4f} {:>10.4f} {:>8.1f}\n",
+               i == 0 ? ref_name : specs[i].name, s.perplexity(), s.mean_kl(), s.max_kl, s.top1(),
+               s.seconds);
+  }
+  if (!a.out.empty()) fmt::print("wrote {}\n", a.out);
   return 0;
 }
 

@@ -44,7 +44,7 @@ void log_softmax(const float* logits, int64_t V, float* out) {
 std::vector<AccuracyStats> measure_accuracy(std::span<const AccuracyVariant> variants,
                                             std::span<const int32_t> tokens,
                                             const AccuracyOptions& o,
-                                            const std::function<void(int, int)>& progress) {
+                                            const AccuracyProgress& progress) {
   CEILING_ENSURE(!variants.empty(), "accuracy: no variants");
   CEILING_ENSURE(o.window >= 2 && o.chunk >= 1, "accuracy: window {} must be >= 2, chunk {} >= 1",
                  o.window, o.chunk);
@@ -102,7 +102,7 @@ std::vector<AccuracyStats> measure_accuracy(std::span<const AccuracyVariant> var
         }
       }
     }
-    if (progress) progress(w + 1, windows);
+    if (progress) progress(w + 1, windows, stats);
   }
   return stats;
 }

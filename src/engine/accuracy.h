@@ -43,12 +43,15 @@ struct AccuracyOptions {
   int64_t max_tokens = 0;  // tokens of the text used (0: all); whole windows only
 };
 
-// Scores every variant on `tokens`; result[i] belongs to variants[i]. `progress(done, total)`
-// after each window (may be empty).
+// After each window: (windows done, windows in all, the stats so far).
+using AccuracyProgress = std::function<void(int, int, std::span<const AccuracyStats>)>;
+
+// Scores every variant on `tokens`; result[i] belongs to variants[i]. `progress` (may be empty)
+// runs after each window.
 std::vector<AccuracyStats> measure_accuracy(std::span<const AccuracyVariant> variants,
                                             std::span<const int32_t> tokens,
                                             const AccuracyOptions& options,
-                                            const std::function<void(int, int)>& progress = {});
+                                            const AccuracyProgress& progress = {});
 
 // log-softmax of logits[V] into out[V] (double sums).
 void log_softmax(const float* logits, int64_t V, float* out);
