@@ -72,10 +72,10 @@ void check_quant(const QuantLinear& q, const std::string& name, int64_t N, int64
 
 void require_dense_weights(const ModelWeights& w, std::string_view backend) {
   const WeightFormat f = w.quant_format();
-  CEILING_ENSURE(f == WeightFormat::kDense,
-                 "--quantization {} is not implemented on {} yet (its weights are low precision; "
-                 "use --device cpu)",
-                 weight_format_name(f), backend);
+  const bool device = backend == "cuda";  // else a path such as tensor parallelism
+  CEILING_ENSURE(f == WeightFormat::kDense, "--quantization {} is not implemented {} {} yet{}",
+                 weight_format_name(f), device ? "on" : "with", backend,
+                 device ? " (its weights are low precision; use --device cpu)" : "");
 }
 
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
