@@ -13,7 +13,8 @@ Kernel runs (`"tool": "ceiling bench kernels"`) get a table per run — kernel, 
 the PyTorch baseline and the speedup, the correctness check — plus two charts: the kernels on the
 roofline of the measured ceilings, and predicted vs measured time. Decode-latency runs
 (`ceiling bench latency`) share one table, with the Hugging Face transformers baseline of the same
-run. Other result files are listed.
+run. Accuracy runs (`ceiling bench accuracy`) get a table of their low-precision variants. Other
+result files are listed.
 
 usage: python3 bench/render_results.py [--results bench/results] [--out docs/results.md]
        (the history goes beside --out, as results-history.md)
@@ -272,6 +273,42 @@ def scalars_section(name, run):
     return out + [""]
 
 
+def accuracy_section(runs):
+    """`ceiling bench accuracy` runs: low precision against the checkpoint on the CPU reference."""
+    out = ["## Accuracy of low precision (`ceiling bench accuracy`, CPU reference)", "",
+           "Each variant reads the same windows of the text; perplexity of its next-token predictions, "
+           "mean (and largest) KL divergence of its next-token distribution from the checkpoint's "
+           "(nats), and how often its top-1 token is the checkpoint's. fp8: E4M3 weights, a scale per "
+           "output row; int4: asymmetric round-to-nearest with the group sizes listed; kv-fp8: the KV "
+           "cache rounded through E4M3 (scale from the checkpoint, else 1). Computed in fp32 on the CPU "
+           "(CpuOps, the oracle of the GPU kernels).", ""]
+    for name, run in runs:
+        out.append(f"### {run.get('model')} on `{run.get('text')}`")
+        out.append("")
+        out.append(f"- file: `bench/results/{name}`; date {run.get('date')}; git `{run.get('git_sha')}`; "
+                   f"{run.get('tokens_used')} of {run.get('text_tokens')} tokens in windows of "
+                   f"{run.get('window')} (chunks of {run.get('chunk')}); wall {fmt(run.get('wall_seconds'), '.0f')} s "
+                   f"on {run.get('threads') or run.get('hardware_threads', 'all')} CPU threads"
+                   + ("" if run.get("complete", True) else
+                      f"; **partial: {run.get('windows_done')} of {run.get('windows')} windows**"))
+        out.append("")
+        out.append("| variant | weights | KV cache | perplexity | Δ ppl | mean KL | max KL | top-1 agreement | "
+                   "int4 groups | forward s |")
+        out.append("|" + "---|" * 10)
+        ref = (run.get("variants") or [{}])[0].get("perplexity")
+        for v in run.get("variants", []):
+            groups = ", ".join(f"g{g}: {n}" for g, n in sorted((v.get("int4_group_sizes") or {}).items(),
+                                                                key=lambda kv: -int(kv[0])))
+            dppl = "" if ref is None else f"{(v['perplexity'] / ref - 1) * 100:+.2f} %"
+            out.append("| " + " | ".join([
+                v.get("variant", ""), v.get("weights", ""), v.get("kv_cache_dtype", ""),
+                fmt(v.get("perplexity"), ".4f"), dppl, fmt(v.get("mean_kl"), ".5f"),
+                fmt(v.get("max_kl"), ".3f"), fmt(v.get("top1_agreement"), ".4f"), groups,
+                fmt(v.get("seconds"), ".0f")]) + " |")
+        out.append("")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
@@ -289,6 +326,7 @@ def main():
     kernels = []
     throughput = []
     serve = []
+    accuracy = []
     for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
         with open(path) as f:
             try:
@@ -303,6 +341,8 @@ def main():
             throughput.append((base, run))
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench serve":
             serve.append((base, run))
+        elif isinstance(run, dict) and run.get("tool") == "ceiling bench accuracy":
+            accuracy.append((base, run))
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench allreduce":
             others += allreduce_section(base, run)
         elif isinstance(run, dict) and run.get("tool") == "ceiling bench kernels":
@@ -319,6 +359,8 @@ def main():
         lines += latency_section(latency)
     if serve:
         lines += serve_section(serve)
+    if accuracy:
+        lines += accuracy_section(accuracy)
     if throughput:
         lines += ["## Offline throughput (every run)", ""]
         for name, run in throughput:
@@ -342,6 +384,11 @@ def main():
     first += results_headline.headline(latency, kernels, img_dir, md_dir, images, throughput)
     if serve:
         first += serve_section(serve)
+    if accuracy:  # the latest run per model
+        latest = {}
+        for name, run in accuracy:
+            latest[run.get("model")] = (name, run)
+        first += accuracy_section(sorted(latest.values()))
     with open(a.out, "w") as f:
         f.write("\n".join(first))
     print(f"wrote {a.out} and {history}")

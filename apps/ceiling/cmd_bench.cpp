@@ -20,6 +20,8 @@ std::function<int()> setup_bench_throughput(CLI::App& sub);
 std::function<int()> setup_bench_serve(CLI::App& sub);
 // cmd_bench_allreduce.cpp
 std::function<int()> setup_bench_allreduce(CLI::App& sub);
+// cmd_bench_accuracy.cpp
+std::function<int()> setup_bench_accuracy(CLI::App& sub);
 
 namespace {
 
@@ -66,6 +68,10 @@ const BenchChild kChildren[] = {
      "all-reduce latency across this host's GPUs at decode sizes: NCCL beside the one-shot NVLink "
      "P2P kernel and the roofline's assumption; suggests --custom-all-reduce-max-bytes",
      setup_bench_allreduce},
+    {"accuracy",
+     "low precision on the CPU reference: perplexity, KL divergence from the checkpoint's "
+     "next-token distributions and top-1 agreement of fp8 / int4 weights and an fp8 KV cache",
+     setup_bench_accuracy},
 };
 
 std::function<int()> setup_bench(CLI::App& app) {

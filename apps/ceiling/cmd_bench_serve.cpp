@@ -23,9 +23,6 @@
 #include "loadgen/stats.h"
 #include "serve/prompts_file.h"
 #include "tokenizer/tokenizer.h"
-#ifdef HAVE_CEILING_BENCH
-#include "bench/run_info.h"
-#endif
 #endif  // HAVE_CEILING_LOADGEN
 
 namespace ceiling::cli {
@@ -141,15 +138,6 @@ Workload build_workload(const ServeArgs& a, loadgen::Api api, const Tokenizer* t
   }
   w.prompt_kind = "text";
   return w;
-}
-
-std::string git_sha() {
-#ifdef HAVE_CEILING_BENCH
-  return bench::git_sha();
-#else
-  const char* env = std::getenv("CEILING_GIT_SHA");
-  return env && *env ? env : "unknown";
-#endif
 }
 
 void print_table(const loadgen::Metrics& m, const ServeArgs& a, double rate) {

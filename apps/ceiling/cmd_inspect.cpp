@@ -10,6 +10,7 @@
 
 #include "ceiling/command.h"
 #include "ceiling/progress.h"
+#include "core/file_read.h"
 #include "core/status.h"
 #include "model/loader.h"
 #include "model/safetensors.h"
@@ -89,6 +90,16 @@ void print_weights(const Model& m) {
                                 &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm, &l.o_proj,
                                 &l.post_attn_norm, &l.gate_proj, &l.up_proj, &l.down_proj})
       add(*v);
+  std::map<std::string, int> quantized;  // "int4 g128" -> projections
+  for (const auto& l : w.layers)
+    for (const QuantLinear& q : l.quant) {
+      if (!q.quantized()) continue;
+      params += q.qweight.numel();
+      bytes += static_cast<double>(q.qweight.nbytes() + q.scale.nbytes() + q.zero.nbytes());
+      ++quantized[q.format == WeightFormat::kInt4 ? fmt::format("int4 g{}", q.group_size) : "fp8"];
+    }
+  for (const auto& [what, n] : quantized)
+    fmt::print("quantized     {} projections {} (as loaded: one byte per value)\n", n, what);
   add(w.final_norm);
   add(w.lm_head);
   const ModelConfig& c = m.config;
@@ -177,7 +188,9 @@ int run(const std::string& dir) {
     });
     progress.done();
     print_files(*m.files);  // before binding: useful even when the weights do not bind
-    m.weights = bind_weights(m.config, *m.files, &m.unexpected_tensors, show, last);
+    const CheckpointQuant qc = parse_quantization_config(
+        read_model_file(dir, "config.json", "config", kMaxConfigJsonBytes), dir + "/config.json");
+    m.weights = bind_weights(m.config, *m.files, &m.unexpected_tensors, show, last, qc);
   }
   print_weights(m);
 #if HAVE_CEILING_ROOFLINE && HAVE_CEILING_HW

@@ -34,6 +34,10 @@ struct WorkerFinished {};
 // Now, UTC, as ISO 8601 ("2026-11-25T20:43:00Z"): the time stamp of result files.
 std::string utc_now();
 
+// The commit this binary runs from (bench/run_info.h with the CUDA bench library; else
+// $CEILING_GIT_SHA or "unknown"): the provenance of result files.
+std::string git_sha();
+
 }  // namespace ceiling::cli
 
 #define CEILING_COMMAND_CAT2(a, b) a##b

@@ -34,6 +34,8 @@ struct EngineFlags {
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
   int64_t custom_all_reduce_max_bytes = int64_t{1} << 20;  // measured: bench/serve_notes.md
+  std::string quantization;             // "" (the checkpoint's own), fp8, int4, or a method name
+  std::string kv_cache_dtype = "auto";  // auto (the backend's) or fp8 (E4M3)
 };
 
 inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
@@ -60,6 +62,14 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.prefix_caching,
                "reuse the KV blocks of shared prompt prefixes (default on)");
   sub.add_flag("--enforce-eager,--no-graphs", f.enforce_eager, "cuda: no CUDA graphs");
+  sub.add_option("--quantization,-q", f.quantization,
+                 "fp8 | int4: quantize the projections on load (fp8: E4M3, a scale per output "
+                 "row; int4: asymmetric, groups of 128); or the checkpoint's method "
+                 "(compressed-tensors, fbgemm_fp8, awq, gptq). Default: as the checkpoint is")
+      ->check(CLI::IsMember({"fp8", "int4", "compressed-tensors", "fbgemm_fp8", "awq", "gptq"}));
+  sub.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                 "auto | fp8 (E4M3 with the checkpoint's k_scale / v_scale, else 1; cpu only)")
+      ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
 }
 
 // --tensor-parallel-size and --custom-all-reduce-max-bytes, for the commands that build their
@@ -145,6 +155,9 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
   engine::OpsOptions oo;
   oo.n_threads = f.threads;
   oo.cuda_graphs = !f.enforce_eager;
+  oo.fp8_kv_cache = f.kv_cache_dtype != "auto";
+  CEILING_ENSURE(!oo.fp8_kv_cache || f.tensor_parallel_size == 1,
+                 "--kv-cache-dtype fp8 is not implemented with --tensor-parallel-size > 1 yet");
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       if (total > (256u << 20))
@@ -157,7 +170,9 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
     m.ops = engine::make_ops(f.device, oo);  // fails fast for an unusable device
   {
     Progress progress("loading " + dir);
-    m.model = load_model(dir, load_progress(progress));
+    LoadOptions lo;
+    lo.quantization = f.quantization;
+    m.model = load_model(dir, load_progress(progress), lo);
   }
   if (f.tensor_parallel_size > 1) {
     dist::TpOptions to;

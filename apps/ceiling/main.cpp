@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <functional>
@@ -14,6 +15,9 @@
 
 #include "ceiling/command.h"
 #include "core/status.h"
+#ifdef HAVE_CEILING_BENCH
+#include "bench/run_info.h"
+#endif
 
 namespace ceiling::cli {
 
@@ -31,6 +35,15 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+std::string git_sha() {
+#ifdef HAVE_CEILING_BENCH
+  return bench::git_sha();
+#else
+  const char* env = std::getenv("CEILING_GIT_SHA");
+  return env && *env ? env : "unknown";
+#endif
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/status.h"
+#include "engine/ops.h"
 
 namespace ceiling::dist {
 
@@ -104,6 +105,7 @@ VocabSlice vocab_slice(const ModelConfig& c, int rank, int world) {
 }
 
 RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, int world) {
+  engine::require_dense_weights(w, "tensor parallelism");
   RankShard s;
   s.rank = rank;
   s.world = world;

@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "kernels/cpu/ref.h"
 #include "kernels/cpu/sampling.h"
+#include "model/quantize.h"
 
 namespace ceiling::engine {
 
@@ -51,7 +52,9 @@ float dot(const float* a, const float* b, int64_t K) {
 }  // namespace
 
 CpuOps::CpuOps(CpuOpsOptions options)
-    : pool_(options.n_threads), bf16_activations_(options.bf16_activations) {}
+    : pool_(options.n_threads),
+      bf16_activations_(options.bf16_activations),
+      fp8_kv_cache_(options.fp8_kv_cache) {}
 CpuOps::~CpuOps() = default;
 
 TensorView CpuOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
@@ -151,20 +154,44 @@ void CpuOps::rms_norm(const TensorView& x, const TensorView* residual, const Ten
   round_bf16(out, T);
 }
 
-void CpuOps::linear(const float* x, const TensorView& w, const TensorView* bias, int T, float* out,
-                    int64_t ldo) {
-  const int64_t N = w.dim(0), K = w.dim(1);
+template <typename RowFn>
+void CpuOps::linear_rows(const float* x, int64_t N, int64_t K, RowFn row_of, const TensorView* bias,
+                         int T, float* out, int64_t ldo) {
   // Split the output rows so each thread converts its weight rows once and reuses them for all
   // T tokens; chunks of >= 64K multiply-adds keep the thread hand-off cheap.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(K * T, 1));
   pool_.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
     std::vector<float> row(K);
     for (int64_t n = n0; n < n1; ++n) {
-      load_row(w, n, K, row.data());
+      row_of(n, row.data());
       const float b = bias ? load_as_f32(bias->data, bias->dtype, static_cast<size_t>(n)) : 0.0f;
       for (int t = 0; t < T; ++t) out[t * ldo + n] = dot(x + t * K, row.data(), K) + b;
     }
   });
+}
+
+void CpuOps::linear(const float* x, const TensorView& w, const TensorView* bias, int T, float* out,
+                    int64_t ldo) {
+  const int64_t K = w.dim(1);
+  linear_rows(
+      x, w.dim(0), K, [&](int64_t n, float* dst) { load_row(w, n, K, dst); }, bias, T, out, ldo);
+}
+
+void CpuOps::linear(const float* x, const QuantLinear& w, const TensorView* bias, int T, float* out,
+                    int64_t ldo) {
+  const int64_t K = w.qweight.dim(1);
+  linear_rows(
+      x, w.qweight.dim(0), K, [&](int64_t n, float* dst) { dequantize_row(w, n, K, dst); }, bias, T,
+      out, ldo);
+}
+
+void CpuOps::project(int l, Proj p, const float* x, const TensorView* bias, int T, float* out,
+                     int64_t ldo) {
+  const LayerWeights& w = layer(l);
+  if (w.quant[p].quantized())
+    linear(x, w.quant[p], bias, T, out, ldo);
+  else
+    linear(x, w.dense(p), bias, T, out, ldo);
 }
 
 void CpuOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const TensorView& k,
@@ -173,9 +200,9 @@ void CpuOps::qkv_proj(int l, const TensorView& x, const TensorView& q, const Ten
   const int T = static_cast<int>(x.dim(0));
   const bool bias = config_.attention_bias;
   const float* xp = f32(x, "qkv input");
-  linear(xp, w.q_proj, bias ? &w.q_bias : nullptr, T, f32(q, "q"), config_.q_dim());
-  linear(xp, w.k_proj, bias ? &w.k_bias : nullptr, T, f32(k, "k"), config_.kv_dim());
-  linear(xp, w.v_proj, bias ? &w.v_bias : nullptr, T, f32(v, "v"), config_.kv_dim());
+  project(l, kQProj, xp, bias ? &w.q_bias : nullptr, T, f32(q, "q"), config_.q_dim());
+  project(l, kKProj, xp, bias ? &w.k_bias : nullptr, T, f32(k, "k"), config_.kv_dim());
+  project(l, kVProj, xp, bias ? &w.v_bias : nullptr, T, f32(v, "v"), config_.kv_dim());
   for (const TensorView* t : {&q, &k, &v}) round_bf16(*t, T);
 }
 
@@ -197,6 +224,16 @@ void CpuOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, cons
             c.num_kv_heads, c.head_dim);
   round_bf16(q, T);  // k is rounded as it is written to the cache (v already is)
   round_bf16(k, T);
+  if (fp8_kv_cache_) {  // k and v are scratch after this op: round them as the cache stores them
+    const LayerWeights& w = layer(l);
+    const int64_t n = int64_t{T} * c.kv_dim();
+    float* kp = k.as<float>();
+    float* vp = f32(v, "v");
+    for (int64_t i = 0; i < n; ++i) {
+      kp[i] = e4m3_round(kp[i], w.k_scale);
+      vp[i] = e4m3_round(vp[i], w.v_scale);
+    }
+  }
   cpu::PagedKv cache{f32(kv.k[l], "K cache"), f32(kv.v[l], "V cache"), kv.num_blocks,
                      kv.block_size,           kv.num_kv_heads,         kv.head_dim};
   cpu::kv_write(k.as<float>(), f32(v, "v"), step_.slot_mapping.data(), T, cache);
@@ -222,18 +259,17 @@ void CpuOps::attention(int l, const TensorView& q, const KvCache& kv, const Tens
 }
 
 void CpuOps::o_proj(int l, const TensorView& attn, const TensorView& out) {
-  linear(f32(attn, "attention output"), layer(l).o_proj, nullptr, static_cast<int>(attn.dim(0)),
-         f32(out, "o_proj output"), config_.hidden_size);
+  project(l, kOProj, f32(attn, "attention output"), nullptr, static_cast<int>(attn.dim(0)),
+          f32(out, "o_proj output"), config_.hidden_size);
   round_bf16(out, attn.dim(0));
 }
 
 void CpuOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up) {
-  const LayerWeights& w = layer(l);
   const int T = static_cast<int>(x.dim(0));
-  const int64_t I = config_.intermediate_size;
+  const int64_t I = config().intermediate_size;
   float* gu = f32(gate_up, "gate_up");
-  linear(f32(x, "mlp input"), w.gate_proj, nullptr, T, gu, 2 * I);
-  linear(x.as<float>(), w.up_proj, nullptr, T, gu + I, 2 * I);
+  project(l, kGateProj, f32(x, "mlp input"), nullptr, T, gu, 2 * I);
+  project(l, kUpProj, x.as<float>(), nullptr, T, gu + I, 2 * I);
   round_bf16(gate_up, T);
 }
 
@@ -248,8 +284,8 @@ void CpuOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
 }
 
 void CpuOps::down_proj(int l, const TensorView& act, const TensorView& out) {
-  linear(f32(act, "mlp activation"), layer(l).down_proj, nullptr, static_cast<int>(act.dim(0)),
-         f32(out, "down_proj output"), config_.hidden_size);
+  project(l, kDownProj, f32(act, "mlp activation"), nullptr, static_cast<int>(act.dim(0)),
+          f32(out, "down_proj output"), config_.hidden_size);
   round_bf16(out, act.dim(0));
 }
 

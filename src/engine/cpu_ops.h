@@ -1,5 +1,8 @@
 // CpuOps: the reference backend. fp32 activations and KV cache, f32/bf16/f16 weights, fp32
-// accumulation; every op has the meaning of the matching function in kernels/cpu/ref.h. The
+// accumulation; every op has the meaning of the matching function in kernels/cpu/ref.h.
+// Low-precision formats are defined here first, as the oracle of later GPU kernels: quantized
+// projections (fp8, int4; model/weights.h QuantLinear) are dequantized row by row and computed in
+// fp32, and an fp8 KV cache rounds each value written through E4M3 with the layer's scale. The
 // projections are split over output rows across a small thread pool; everything else calls the
 // reference functions (row-parallel where that is free).
 #pragma once
@@ -18,6 +21,9 @@ struct CpuOpsOptions {
   // where CudaOps stores bf16: the rounding noise of a bf16-activation backend on this model, the
   // floor the GPU parity tests judge CudaOps against. The logits stay fp32, as CudaOps writes them.
   bool bf16_activations = false;
+  // --kv-cache-dtype fp8: every K and V value written to the cache is rounded through E4M3 with
+  // the layer's k_scale / v_scale (x -> e4m3(x / scale) · scale); the cache stays f32 storage.
+  bool fp8_kv_cache = false;
 };
 
 class CpuOps final : public Ops {
@@ -68,15 +74,26 @@ class CpuOps final : public Ops {
   // thread-parallel equivalent of cpu::linear, exposed for tests.
   void linear(const float* x, const TensorView& w, const TensorView* bias, int T, float* out,
               int64_t ldo);
+  // The same for a quantized weight W [N, K] (rows dequantized to f32, model/quantize.h).
+  void linear(const float* x, const QuantLinear& w, const TensorView* bias, int T, float* out,
+              int64_t ldo);
 
  private:
   const LayerWeights& layer(int l) const;
+  // linear() with projection p of layer l, dense or quantized.
+  void project(int l, Proj p, const float* x, const TensorView* bias, int T, float* out,
+               int64_t ldo);
+  // out[t, n] = x[t, :] · row(n) (+ bias[n]) for N rows of K, row(n, dst) writing row n as f32.
+  template <typename RowFn>
+  void linear_rows(const float* x, int64_t N, int64_t K, RowFn row_of, const TensorView* bias,
+                   int T, float* out, int64_t ldo);
   void add_into(const TensorView& x, const TensorView& residual);  // residual += x
   // With bf16_activations: the first `rows` rows of t rounded to bf16 in place (all rows: -1).
   void round_bf16(const TensorView& t, int64_t rows = -1) const;
 
   ThreadPool pool_;
   bool bf16_activations_;
+  bool fp8_kv_cache_;
   std::vector<std::unique_ptr<float[]>> f32_buffers_;
   std::vector<std::unique_ptr<unsigned char[]>> raw_buffers_;
   bool uploaded_ = false;

@@ -62,7 +62,36 @@ void check_tensor(const TensorView& t, const std::string& name, std::initializer
   CEILING_ENSURE(t.is_contiguous(), "weights: tensor '{}' is not contiguous", name);
 }
 
+// Quantized projection `name` of W [N, K] (model/weights.h QuantLinear).
+void check_quant(const QuantLinear& q, const std::string& name, int64_t N, int64_t K) {
+  auto is = [](const TensorView& t, DType d, std::initializer_list<int64_t> shape) {
+    if (t.data == nullptr || t.dtype != d || t.ndim != static_cast<int>(shape.size()) ||
+        !t.is_contiguous())
+      return false;
+    int i = 0;
+    for (int64_t v : shape)
+      if (t.shape[i++] != v) return false;
+    return true;
+  };
+  const bool fp8 = q.format == WeightFormat::kFp8;
+  const int64_t G = q.group_size;
+  const bool ok = fp8 ? is(q.qweight, DType::kF8E4M3, {N, K}) && is(q.scale, DType::kF32, {N})
+                      : G > 0 && K % G == 0 && is(q.qweight, DType::kU8, {N, K}) &&
+                            is(q.scale, DType::kF32, {N, K / G}) &&
+                            is(q.zero, DType::kU8, {N, K / G});
+  CEILING_ENSURE(ok, "weights: tensor '{}' ({}, group {}) does not have the layout of W [{}, {}]",
+                 name, weight_format_name(q.format), G, N, K);
+}
+
 }  // namespace
+
+void require_dense_weights(const ModelWeights& w, std::string_view backend) {
+  const WeightFormat f = w.quant_format();
+  const bool device = backend == "cuda";  // else a path such as tensor parallelism
+  CEILING_ENSURE(f == WeightFormat::kDense, "--quantization {} is not implemented {} {} yet{}",
+                 weight_format_name(f), device ? "on" : "with", backend,
+                 device ? " (its weights are low precision; use --device cpu)" : "");
+}
 
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
@@ -77,14 +106,35 @@ void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
     const LayerWeights& lw = w.layers[l];
     auto n = [l](const char* what) { return fmt::format("layers.{}.{}", l, what); };
     check_tensor(lw.input_norm, n("input_layernorm"), {H}, device);
-    check_tensor(lw.q_proj, n("q_proj"), {Q, H}, device);
-    check_tensor(lw.k_proj, n("k_proj"), {KV, H}, device);
-    check_tensor(lw.v_proj, n("v_proj"), {KV, H}, device);
-    check_tensor(lw.o_proj, n("o_proj"), {H, Q}, device);
+    if (lw.quant[kQProj].quantized())
+      check_quant(lw.quant[kQProj], n("q_proj"), Q, H);
+    else
+      check_tensor(lw.q_proj, n("q_proj"), {Q, H}, device);
+    if (lw.quant[kKProj].quantized())
+      check_quant(lw.quant[kKProj], n("k_proj"), KV, H);
+    else
+      check_tensor(lw.k_proj, n("k_proj"), {KV, H}, device);
+    if (lw.quant[kVProj].quantized())
+      check_quant(lw.quant[kVProj], n("v_proj"), KV, H);
+    else
+      check_tensor(lw.v_proj, n("v_proj"), {KV, H}, device);
+    if (lw.quant[kOProj].quantized())
+      check_quant(lw.quant[kOProj], n("o_proj"), H, Q);
+    else
+      check_tensor(lw.o_proj, n("o_proj"), {H, Q}, device);
     check_tensor(lw.post_attn_norm, n("post_attention_layernorm"), {H}, device);
-    check_tensor(lw.gate_proj, n("gate_proj"), {I, H}, device);
-    check_tensor(lw.up_proj, n("up_proj"), {I, H}, device);
-    check_tensor(lw.down_proj, n("down_proj"), {H, I}, device);
+    if (lw.quant[kGateProj].quantized())
+      check_quant(lw.quant[kGateProj], n("gate_proj"), I, H);
+    else
+      check_tensor(lw.gate_proj, n("gate_proj"), {I, H}, device);
+    if (lw.quant[kUpProj].quantized())
+      check_quant(lw.quant[kUpProj], n("up_proj"), I, H);
+    else
+      check_tensor(lw.up_proj, n("up_proj"), {I, H}, device);
+    if (lw.quant[kDownProj].quantized())
+      check_quant(lw.quant[kDownProj], n("down_proj"), H, I);
+    else
+      check_tensor(lw.down_proj, n("down_proj"), {H, I}, device);
     if (c.attention_bias) {
       check_tensor(lw.q_bias, n("q_proj.bias"), {Q}, device);
       check_tensor(lw.k_bias, n("k_proj.bias"), {KV}, device);

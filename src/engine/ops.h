@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -69,7 +70,12 @@ TensorView rows(const TensorView& t, int64_t n);
 // Checks that `w` has every tensor `c` needs with the shape it implies (biases iff
 // c.attention_bias, q/k norms iff c.qk_norm), on `device`, in f32/bf16/f16. Throws
 // ceiling::Error naming the tensor (e.g. "layers.3.k_proj") and the rule. Ops::upload calls it.
+// A quantized projection (LayerWeights::quant) is checked for its format's layout instead.
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device);
+// Throws "--quantization <format> is not implemented on <backend> yet" when any projection of
+// `w` is quantized: the backends and paths (CudaOps, tensor parallelism) that read only the
+// dense views call it.
+void require_dense_weights(const ModelWeights& w, std::string_view backend);
 
 class Ops {
  public:

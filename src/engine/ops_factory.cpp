@@ -18,8 +18,14 @@ bool has_cuda_backend() {
 }
 
 std::unique_ptr<Ops> make_ops(std::string_view device, const OpsOptions& options) {
-  if (device == "cpu") return std::make_unique<CpuOps>(CpuOpsOptions{options.n_threads});
+  if (device == "cpu") {
+    CpuOpsOptions o;
+    o.n_threads = options.n_threads;
+    o.fp8_kv_cache = options.fp8_kv_cache;
+    return std::make_unique<CpuOps>(o);
+  }
   if (device == "cuda") {
+    CEILING_ENSURE(!options.fp8_kv_cache, "--kv-cache-dtype fp8 is not implemented on cuda yet");
 #if defined(HAVE_CEILING_ENGINE_CUDA)
     return make_cuda_ops(options);
 #else

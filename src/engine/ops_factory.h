@@ -18,6 +18,7 @@ struct OpsOptions {
   int n_threads = 0;        // CPU worker threads (<= 0: all hardware threads)
   int device_index = 0;     // CUDA device ordinal
   bool cuda_graphs = true;  // CUDA: capture decode steps in graphs (false = --enforce-eager)
+  bool fp8_kv_cache = false;  // --kv-cache-dtype fp8 (CPU: values rounded through E4M3)
   // CUDA: (bytes copied, total) while upload() moves the weights to the GPU.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/quant_load.h"
 #include "model/weights.h"
 
 namespace ceiling {
@@ -27,10 +28,13 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
 // Validates presence, dtype (F32/F16/BF16) and shape of every expected tensor in `files` and
 // returns views of them; names of the remaining tensors go to `unexpected` (a bias on a
 // projection ceiling loads without one is an error, not an unexpected tensor). `progress`
-// receives `base` with tensors_checked counting up.
+// receives `base` with tensors_checked counting up. With a `quant` method, projections stored
+// in its layout are bound (converted) into LayerWeights::quant (model/quant_load.h); the
+// self_attn.k_scale / v_scale of each layer are read when present.
 ModelWeights bind_weights(const ModelConfig& config, const SafetensorsSet& files,
                           std::vector<std::string>* unexpected = nullptr,
-                          const ProgressFn& progress = {}, LoadProgress base = {});
+                          const ProgressFn& progress = {}, LoadProgress base = {},
+                          const CheckpointQuant& quant = {});
 
 // generation_config.json. Absent fields (or null) stay unset; wrong types and out-of-range values
 // (temperature < 0, top_p or min_p outside [0, 1], top_k < 0, repetition_penalty ≤ 0,

@@ -1,10 +1,15 @@
 // A loaded model: config, generation defaults, and views of every weight in the memory-mapped
 // safetensors files (host memory; the CUDA backend uploads from these views). Weight views are
-// row-major: a linear layer's weight is [out_features, in_features].
+// row-major: a linear layer's weight is [out_features, in_features]. A layer's projections may be
+// low precision (QuantLinear): from a quantized checkpoint or quantized on load.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +19,44 @@
 #include "model/config.h"
 
 namespace ceiling {
+
+// Owned host buffers for tensors made at load. Not thread-safe while filling; immutable after.
+class WeightArena {
+ public:
+  // A zero-filled contiguous host tensor of `shape`, alive as long as the arena.
+  TensorView alloc(DType dtype, std::initializer_list<int64_t> shape);
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::unique_ptr<std::byte[]>> buffers_;
+  uint64_t bytes_ = 0;
+};
+
+// The seven projections of a layer, indexing LayerWeights::quant.
+enum Proj : uint8_t { kQProj, kKProj, kVProj, kOProj, kGateProj, kUpProj, kDownProj, kNumProj };
+const char* proj_name(Proj p);  // "q_proj", ..., "down_proj"
+
+enum class WeightFormat : uint8_t {
+  kDense,  // the layer's TensorView of the projection (f32 / bf16 / f16)
+  kFp8,    // E4M3 values, one f32 scale per output row
+  kInt4,   // unsigned 4-bit values with a scale and a zero point per group of G inputs
+};
+const char* weight_format_name(WeightFormat f);  // "dense", "fp8", "int4"
+
+// A low-precision linear weight W [N, K] (N = out_features, K = in_features) in ceiling's CPU
+// layout; every checkpoint layout (compressed-tensors, fbgemm_fp8, AWQ, GPTQ) is converted to it
+// at load. The meaning (CpuOps dequantizes a row, then computes in fp32):
+//   kFp8:  W[n, k] = e4m3_to_f32(qweight[n, k]) · scale[n]
+//   kInt4: W[n, k] = (qweight[n, k] − zero[n, k / G]) · scale[n, k / G]
+struct QuantLinear {
+  WeightFormat format = WeightFormat::kDense;
+  int group_size = 0;     // G, kInt4 only (K % G == 0)
+  TensorView qweight;     // fp8: [N, K] f8e4m3; int4: [N, K] u8, one value in [0, 15] per byte
+  TensorView scale;       // fp8: [N] f32 (a per-tensor scale repeated); int4: [N, K/G] f32
+  TensorView zero;        // int4: [N, K/G] u8 in [0, 15]; fp8: empty
+  float input_scale = 0;  // fp8 checkpoints' static activation scale: kept, not applied (0: none)
+  bool quantized() const { return format != WeightFormat::kDense; }
+};
 
 struct LayerWeights {
   TensorView input_norm;           // [H]
@@ -27,6 +70,16 @@ struct LayerWeights {
   TensorView gate_proj;            // [I, H]
   TensorView up_proj;              // [I, H]
   TensorView down_proj;            // [H, I]
+  // The low-precision form of each projection, by Proj. Where quant[p].quantized(), the dense
+  // view of that projection above is empty (data == nullptr) and the kernels read quant[p].
+  std::array<QuantLinear, kNumProj> quant;
+  // Per-tensor scales of an fp8 KV cache (the checkpoint's self_attn.k_scale / v_scale, else 1):
+  // a cached value x is stored as e4m3(x / scale) and read as e4m3 · scale.
+  float k_scale = 1.0f, v_scale = 1.0f;
+
+  // The dense view of projection p.
+  const TensorView& dense(Proj p) const;
+  TensorView& dense(Proj p);
 };
 
 struct ModelWeights {
@@ -34,6 +87,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   TensorView final_norm;  // [H]
   TensorView lm_head;     // [V, H]; the same view as `embed` when tie_word_embeddings
+  // Memory of the tensors made at load (quantized or repacked weights); the views point into it.
+  std::shared_ptr<const WeightArena> arena;
+
+  // The format of the quantized projections (kDense when none is quantized).
+  WeightFormat quant_format() const;
 };
 
 // generation_config.json (all optional; absent fields stay unset).
@@ -63,10 +121,22 @@ struct Model {
   std::vector<std::string> unexpected_tensors;
 };
 
+// How to load: `quantization` as vLLM's --quantization: "" (the checkpoint's own: dense, or the
+// method of its quantization_config), "fp8" / "int4" (quantize a dense checkpoint's projections on
+// load; with a quantized checkpoint it must name the checkpoint's format), or the checkpoint
+// method names "compressed-tensors", "fbgemm_fp8", "awq", "gptq" (which must match it).
+struct LoadOptions {
+  std::string quantization;
+  int int4_group_size =
+      128;  // on-load int4: G, else 64, else K (per row) where G does not divide K
+};
+
 // Opens a Hugging Face model directory: config.json, generation_config.json (optional),
 // model.safetensors or model.safetensors.index.json + shards. Validates every file and every
-// tensor the architecture needs (presence, dtype, shape implied by config.json). Throws
-// ceiling::Error naming the file, the tensor and the rule on any violation.
-Model load_model(const std::filesystem::path& dir, const ProgressFn& progress = {});
+// tensor the architecture needs (presence, dtype, shape implied by config.json; for a quantized
+// checkpoint, model/quant_load.h). Throws ceiling::Error naming the file, the tensor and the rule
+// on any violation.
+Model load_model(const std::filesystem::path& dir, const ProgressFn& progress = {},
+                 const LoadOptions& options = {});
 
 }  // namespace ceiling

@@ -30,6 +30,7 @@ TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeights& host) {
   CEILING_ENSURE(!uploaded_, "CudaOps::upload: weights were already uploaded");
   check_weights(config, host, Device::kCpu);
+  require_dense_weights(host, "cuda");
   const int D = config.head_dim;
   CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
                  "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
