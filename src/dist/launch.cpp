@@ -1,5 +1,6 @@
 #include "dist/launch.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
