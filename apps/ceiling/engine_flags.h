@@ -104,10 +104,10 @@ inline serve::EngineConfig engine_config(const EngineFlags& f) {
 // (RANK > 0) runs the driver's steps here until the driver stops, then ends the command
 // (WorkerFinished, exit 0); only process 0 returns.
 inline std::unique_ptr<dist::TpGroup> make_tp_group(const Model& model, dist::TpOptions to) {
-  to.process = dist::process_group_from_env();
+  const dist::ProcessGroup pg = dist::process_group_from_env();
+  to.process = pg;
   auto tp = std::make_unique<dist::TpGroup>(model.config, model.weights, std::move(to));
   if (!tp->is_driver()) {
-    const dist::ProcessGroup pg = dist::process_group_from_env();
     const int g = tp->local_ranks();
     fmt::print(stderr,
                "[tp worker] process {} of {}: ranks {}..{} of {} on this host's GPUs 0..{}; "

@@ -314,7 +314,6 @@ void TpGroup::run_job(Rank& rk, const std::function<void(Rank&)>& fn) {
   try {
     fn(rk);
   } catch (const std::exception& e) {
-    (void)rk;
     fail_group(e.what());
   }
 }

@@ -6,31 +6,29 @@
 
 namespace ceiling::engine {
 
-void Ops::copy_columns(const TensorView& src, int64_t width, const TensorView& dst, int64_t col) {
-  CEILING_ENSURE(src.device == Device::kCpu && dst.device == Device::kCpu,
-                 "{}: copy_columns of device memory needs the backend's override", name());
-  CEILING_ENSURE(src.dtype == DType::kF32 && dst.dtype == DType::kF32 && src.ndim == 2 &&
-                     dst.ndim == 2 && src.dim(0) <= dst.dim(0) && width <= src.dim(1) && col >= 0 &&
-                     col + width <= dst.dim(1),
-                 "{}: copy_columns of {} columns at {} does not fit", name(), width, col);
-  for (int64_t r = 0; r < src.dim(0); ++r)
-    std::copy_n(src.as<const float>() + r * src.dim(1), width,
-                dst.as<float>() + r * dst.dim(1) + col);
-}
-
 void Ops::join_logits(const TensorView& local, std::span<const VocabPart> parts,
                       const TensorView& gathered, const TensorView& full) {
   const int64_t R = local.dim(0), Vp = local.dim(1), N = static_cast<int64_t>(parts.size());
+  CEILING_ENSURE(comm_ != nullptr && comm_->world() == N,
+                 "{}: join_logits of {} parts without a communicator of as many ranks", name(), N);
+  CEILING_ENSURE(local.device == Device::kCpu && gathered.device == Device::kCpu &&
+                     (!full.data || full.device == Device::kCpu),
+                 "{}: join_logits of device memory needs the backend's override", name());
   CEILING_ENSURE(gathered.numel() >= N * R * Vp, "{}: join_logits gather buffer of {} for {}x{}x{}",
                  name(), gathered.numel(), N, R, Vp);
   if (R == 0) return;
   float* g = gathered.as<float>();
-  all_gather(TensorView(local.data, DType::kF32, {R * Vp}, local.device),
-             TensorView(g, DType::kF32, {N * R * Vp}, local.device));
+  comm_->all_gather(TensorView(local.data, DType::kF32, {R * Vp}, local.device),
+                    TensorView(g, DType::kF32, {N * R * Vp}, local.device), nullptr);
   if (!full.data) return;
-  for (int64_t r = 0; r < N; ++r)
-    copy_columns(TensorView(g + r * R * Vp, DType::kF32, {R, Vp}, local.device),
-                 parts[static_cast<size_t>(r)].valid, full, parts[static_cast<size_t>(r)].begin);
+  for (int64_t q = 0; q < N; ++q) {
+    const VocabPart& p = parts[static_cast<size_t>(q)];
+    CEILING_ENSURE(p.begin >= 0 && p.valid <= Vp && p.begin + p.valid <= full.dim(1),
+                   "{}: join_logits part {} ({} columns at {}) does not fit", name(), q, p.valid,
+                   p.begin);
+    for (int64_t r = 0; r < R; ++r)
+      std::copy_n(g + (q * R + r) * Vp, p.valid, full.as<float>() + r * full.dim(1) + p.begin);
+  }
 }
 
 TensorView rows(const TensorView& t, int64_t n) {
@@ -106,35 +104,17 @@ void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
     const LayerWeights& lw = w.layers[l];
     auto n = [l](const char* what) { return fmt::format("layers.{}.{}", l, what); };
     check_tensor(lw.input_norm, n("input_layernorm"), {H}, device);
-    if (lw.quant[kQProj].quantized())
-      check_quant(lw.quant[kQProj], n("q_proj"), Q, H);
-    else
-      check_tensor(lw.q_proj, n("q_proj"), {Q, H}, device);
-    if (lw.quant[kKProj].quantized())
-      check_quant(lw.quant[kKProj], n("k_proj"), KV, H);
-    else
-      check_tensor(lw.k_proj, n("k_proj"), {KV, H}, device);
-    if (lw.quant[kVProj].quantized())
-      check_quant(lw.quant[kVProj], n("v_proj"), KV, H);
-    else
-      check_tensor(lw.v_proj, n("v_proj"), {KV, H}, device);
-    if (lw.quant[kOProj].quantized())
-      check_quant(lw.quant[kOProj], n("o_proj"), H, Q);
-    else
-      check_tensor(lw.o_proj, n("o_proj"), {H, Q}, device);
     check_tensor(lw.post_attn_norm, n("post_attention_layernorm"), {H}, device);
-    if (lw.quant[kGateProj].quantized())
-      check_quant(lw.quant[kGateProj], n("gate_proj"), I, H);
-    else
-      check_tensor(lw.gate_proj, n("gate_proj"), {I, H}, device);
-    if (lw.quant[kUpProj].quantized())
-      check_quant(lw.quant[kUpProj], n("up_proj"), I, H);
-    else
-      check_tensor(lw.up_proj, n("up_proj"), {I, H}, device);
-    if (lw.quant[kDownProj].quantized())
-      check_quant(lw.quant[kDownProj], n("down_proj"), H, I);
-    else
-      check_tensor(lw.down_proj, n("down_proj"), {H, I}, device);
+    // W [N, K] of each projection, by Proj: dense, or in its low-precision layout.
+    const int64_t shapes[kNumProj][2] = {{Q, H}, {KV, H}, {KV, H}, {H, Q}, {I, H}, {I, H}, {H, I}};
+    for (int p = 0; p < kNumProj; ++p) {
+      const Proj pj = static_cast<Proj>(p);
+      const auto [N, K] = shapes[p];
+      if (lw.quant[pj].quantized())
+        check_quant(lw.quant[pj], n(proj_name(pj)), N, K);
+      else
+        check_tensor(lw.dense(pj), n(proj_name(pj)), {N, K}, device);
+    }
     if (c.attention_bias) {
       check_tensor(lw.q_bias, n("q_proj.bias"), {Q}, device);
       check_tensor(lw.k_bias, n("k_proj.bias"), {KV}, device);

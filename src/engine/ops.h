@@ -199,20 +199,10 @@ class Ops {
     CEILING_ENSURE(comm_ != nullptr, "{}: all_reduce_sum without a communicator", name());
     comm_->all_reduce_sum(x, nullptr);
   }
-  // out [world·n] = every rank's x [n], in rank order, in this Ops' stream order.
-  virtual void all_gather(const TensorView& x, const TensorView& out) {
-    CEILING_ENSURE(comm_ != nullptr, "{}: all_gather without a communicator", name());
-    comm_->all_gather(x, out, nullptr);
-  }
-  // dst [R, *] columns [col, col + width) = src [R, *] columns [0, width), for f32 views of this
-  // Ops' memory with R = src.dim(0) rows: a rank's vocabulary slice of the logits into the whole
-  // row. Host memory here; a device backend overrides it.
-  virtual void copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
-                            int64_t col);
   // After lm_head: every rank's local logits [R, Vp] all-gathered into gathered (at least
   // N·R·Vp f32), then, where `full` is a view (the joining rank), joined into full [R, V]:
-  // rank r's first parts[r].valid columns at parts[r].begin. All ranks call it. A CUDA backend
-  // records it in its decode graph (the step's last op there).
+  // rank r's first parts[r].valid columns at parts[r].begin. All ranks call it. Host memory
+  // here; a CUDA backend overrides it and records it in its decode graph (the step's last op).
   virtual void join_logits(const TensorView& local, std::span<const VocabPart> parts,
                            const TensorView& gathered, const TensorView& full);
 

@@ -17,6 +17,7 @@
 #include "dist/launch.h"
 #include "dist/tp_group.h"
 #include "model/weights.h"
+#include "test_models.h"
 
 namespace ceiling::dist {
 namespace {
@@ -199,14 +200,7 @@ TEST(Control, MissingWorkersAndNoMasterAreOneLineErrors) {
 }
 
 TEST(Control, MultiProcessGroupsNeedCuda) {
-  ModelConfig c;
-  c.num_heads = 2;
-  c.num_kv_heads = 2;
-  c.intermediate_size = 8;
-  c.vocab_size = 16;
-  c.hidden_size = 4;
-  c.head_dim = 2;
-  c.num_layers = 1;
+  const ModelConfig c = engine::testing::small_config(Arch::kLlama);
   TpOptions o;
   o.world = 2;
   o.device = "cpu";

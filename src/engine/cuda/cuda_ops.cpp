@@ -427,25 +427,6 @@ void CudaOps::all_reduce_sum(const TensorView& x) {
   comm->all_reduce_sum(v, stream_);
 }
 
-void CudaOps::all_gather(const TensorView& x, const TensorView& out) {
-  Communicator* comm = communicator();
-  CEILING_ENSURE(comm != nullptr, "CudaOps: all_gather without a communicator");
-  comm->all_gather(x, out, stream_);
-}
-
-void CudaOps::copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
-                           int64_t col) {
-  CEILING_ENSURE(src.dtype == DType::kF32 && dst.dtype == DType::kF32 && src.ndim == 2 &&
-                     dst.ndim == 2 && src.dim(0) <= dst.dim(0) && width <= src.dim(1) && col >= 0 &&
-                     col + width <= dst.dim(1),
-                 "CudaOps: copy_columns of {} columns at {} does not fit", width, col);
-  if (src.dim(0) == 0 || width == 0) return;
-  CEILING_CUDA_CHECK(cudaMemcpy2DAsync(dst.as<float>() + col, dst.dim(1) * sizeof(float),
-                                       src.as<const float>(), src.dim(1) * sizeof(float),
-                                       width * sizeof(float), src.dim(0), cudaMemcpyDeviceToDevice,
-                                       stream_));
-}
-
 void CudaOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up) {
   const int rows = begin_op(kGateUp, l, {x.data, gate_up.data}, false, x, kTokens);
   check_rows(gate_up, kTokens, "gate_up");

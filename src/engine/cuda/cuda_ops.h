@@ -106,9 +106,6 @@ class CudaOps final : public Ops {
   void sample(const TensorView& logits, std::span<const SampleRequest> reqs, int32_t* ids) override;
   // Tensor parallel: the communicator's collective on this stream, recorded in decode graphs.
   void all_reduce_sum(const TensorView& x) override;
-  void all_gather(const TensorView& x, const TensorView& out) override;
-  void copy_columns(const TensorView& src, int64_t width, const TensorView& dst,
-                    int64_t col) override;
   void join_logits(const TensorView& local, std::span<const VocabPart> parts,
                    const TensorView& gathered, const TensorView& full) override;
 
