@@ -93,6 +93,7 @@ bool spin_until(std::chrono::microseconds spin, Pred pred) {
   }
 }
 
+#if defined(HAVE_CEILING_NCCL)
 // A fingerprint of the shapes every process must agree on.
 uint64_t config_fingerprint(const ModelConfig& c) {
   uint64_t h = 1469598103934665603ull;
@@ -104,6 +105,7 @@ uint64_t config_fingerprint(const ModelConfig& c) {
   }
   return h;
 }
+#endif
 
 std::vector<std::unique_ptr<engine::Communicator>> make_local_comms(const TpOptions& o) {
   if (o.device == "cpu") return make_cpu_communicators(o.world, o.timeout);
