@@ -157,6 +157,74 @@ def b_linear_fused(p):
                      rand((M, N), -4, 4)), call), name
 
 
+def b_linear_quant(p):
+    # The fused GEMV's torch sequence (b_linear_fused) with the projection in fp8 or int4: the
+    # candidates a user has in torch itself, the fastest reported. fp8: torch._scaled_mm with the
+    # activation quantized per tensor (dynamic) and W's row scales (M padded to 16). int4: the
+    # tinygemm kernel (torch._weight_int4pack_mm, what gpt-fast / torchao's int4 weight-only
+    # call), and dequantize + F.linear.
+    if p.get("rope"):
+        raise RuntimeError("no torch baseline for the quantized RoPE epilogue")
+    M, N, K, bias = p["M"], p["N"], p["K"], p.get("bias", False)
+    inp, acc, pairs = p["input"], p["accumulate"], p.get("silu_pairs", False)
+    g = rand((K,), 0.2, 1.5)
+    fmt, G = p["weights"], p.get("group_size", 128)
+
+    def fused(lin, make_w, name):
+        def call(s):
+            x = F.rms_norm(s[0], (K,), g, 1e-5) if inp == "rms_norm" else s[0]
+            y = lin(x, s[1])
+            if bias:
+                y = y + s[2]
+            if pairs:
+                a, u = y.chunk(2, dim=-1)
+                return F.silu(a) * u
+            return s[3].add_(y) if acc else y
+
+        def make():
+            return rand((M, K), -2, 2), make_w(), rand((N,)), rand((M, N), -4, 4)
+        return (make, call), name
+
+    if fmt == "fp8":
+        Mp = (M + 15) // 16 * 16
+        f8 = torch.float8_e4m3fn
+
+        def make_w():
+            return rand((N, K), -448, 448).to(f8), rand((1, N), 1e-4, 2e-4, torch.float32)
+
+        def lin(x, w):
+            xs = (x.abs().amax().float() / 448.0).clamp(min=1e-12)
+            xq = (x.float() / xs).to(f8)
+            if Mp != M:
+                xq = F.pad(xq.float(), (0, 0, 0, Mp - M)).to(f8)
+            y = torch._scaled_mm(xq, w[0].t(), scale_a=xs.view(1, 1).expand(Mp, 1).contiguous(),
+                                 scale_b=w[1], out_dtype=BF16)
+            return y[:M]
+        return [fused(lin, make_w, "torch._scaled_mm (x fp8 dynamic, W per row)")]
+
+    def make_q():  # [N, K] values 0..15
+        return torch.randint(0, 16, (N, K), device="cuda", dtype=torch.uint8)
+
+    def make_tiny():
+        q = make_q()
+        packed = (q[:, ::2] << 4 | q[:, 1::2]).contiguous()
+        w = torch._convert_weight_to_int4pack(packed, 8)
+        sz = torch.stack([rand((K // G, N), 2e-3, 2e-2), rand((K // G, N), -0.1, 0.1)], dim=2)
+        return w, sz.contiguous()
+
+    def lin_tiny(x, w):
+        return torch._weight_int4pack_mm(x, w[0], G, w[1])
+
+    def make_deq():
+        return make_q(), rand((N, K // G, 1), 2e-3, 2e-2), rand((N, K // G, 1), 0, 15)
+
+    def lin_deq(x, w):
+        wd = ((w[0].view(N, K // G, G).to(BF16) - w[2]) * w[1]).view(N, K)
+        return F.linear(x, wd)
+    return [fused(lin_tiny, make_tiny, "torch._weight_int4pack_mm (tinygemm)"),
+            fused(lin_deq, make_deq, "dequantize + F.linear")]
+
+
 def b_argmax(p):
     S, V = p["S"], p["V"]
     return (lambda: (rand((S, V), -10, 10, torch.float32),), lambda s: torch.argmax(s[0], dim=-1)), "torch.argmax"
@@ -243,6 +311,7 @@ BUILDERS = {
     "linear_gemv_cfg": b_linear,
     "linear_cublaslt": b_linear,
     "linear_gemv_fused": b_linear_fused,
+    "linear_gemv_quant": b_linear_quant,
     "argmax": b_argmax,
     "sample": b_sample,
 }

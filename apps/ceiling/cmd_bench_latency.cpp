@@ -32,13 +32,14 @@ namespace {
 
 struct LatencyArgs {
   std::string model, out;
+  std::string quantization;  // --quantization (as generate's): "" = the checkpoint's own
   engine::LatencyOptions lat;
   bool no_graphs = false, quick_ceilings = false;
   int tp = 1;  // --tensor-parallel-size: GPUs 0..tp-1, one thread each
   int64_t custom_ar_bytes = int64_t{1} << 20;  // --custom-all-reduce-max-bytes
 };
 
-int run_latency_bench(const LatencyArgs& a) {
+int run_latency_bench(LatencyArgs a) {
   const bool tty = stderr_is_tty();
   engine::CudaOpsOptions oo;
   oo.cuda_graphs = !a.no_graphs;
@@ -47,7 +48,14 @@ int run_latency_bench(const LatencyArgs& a) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
     };
   check_no_process_group(a.tp);
-  Model model = load_model(a.model);
+  LoadOptions lo;
+  lo.quantization = a.quantization;
+  Model model = load_model(a.model, {}, lo);
+  // The projections' format sets the bytes a step must move (and the roofline's scenario).
+  a.lat.weights = model.weights.quant_format();
+  if (a.lat.weights != WeightFormat::kDense)
+    for (const QuantLinear& q : model.weights.layers.at(0).quant)
+      if (q.quantized()) a.lat.group_size = std::max(a.lat.group_size, q.group_size);
   std::unique_ptr<engine::CudaOps> single;
   std::unique_ptr<dist::TpGroup> tp;
   if (a.tp == 1) {
@@ -87,6 +95,10 @@ int run_latency_bench(const LatencyArgs& a) {
   sc.context = static_cast<int64_t>(r.mean_context + 0.5);
   sc.cuda_graphs = !a.no_graphs;
   sc.tp = a.tp;
+  sc.weights = a.lat.weights == WeightFormat::kFp8    ? roofline::WeightDtype::kFP8
+               : a.lat.weights == WeightFormat::kInt4 ? roofline::WeightDtype::kINT4
+                                                      : roofline::WeightDtype::kBF16;
+  if (a.lat.weights == WeightFormat::kInt4) sc.group_size = a.lat.group_size;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
   // The all-reduces the roofline charges this step (tensor parallel only): count and time.
@@ -104,6 +116,10 @@ int run_latency_bench(const LatencyArgs& a) {
       {"model_dir", a.model},
       {"gpu", dev.value("gpu", "unknown")},
       {"batch", a.lat.batch},
+      {"weights", weight_format_name(a.lat.weights) == std::string("dense")
+                      ? "bf16"
+                      : weight_format_name(a.lat.weights)},
+      {"group_size", a.lat.group_size},
       {"tensor_parallel_size", a.tp},
       {"communicator", tp ? tp->communicator_name() : "none"},
       {"processes", tp ? tp->world() / tp->local_ranks() : 1},
@@ -151,7 +167,8 @@ int run_latency_bench(const LatencyArgs& a) {
        "sequence has its first token; ms_per_token: mean host-clock time of the steps in which all "
        "B sequences decode (each ends when its sampled ids are on the host), after the first such "
        "step; a full untimed pass with the same prompts runs first. "
-       "bytes_per_step: weights once (embedding rows only) + K/V read and written, bf16; floor: "
+       "bytes_per_step: weights once (embedding rows only; projections in their format, the "
+       "rest bf16) + K/V read and written, bf16; floor: "
        "bytes_per_step at the streaming read bandwidth measured in this process"},
       {"engine",
        {{"graph_captures", st.graph_captures},
@@ -169,9 +186,9 @@ int run_latency_bench(const LatencyArgs& a) {
       {"timestamp", utc_now()},
       {"seed", a.lat.seed},
   };
-  fmt::print("{} on {}: batch {}, input {}, output {}, graphs {}\n", model.config.name,
-             j["gpu"].get<std::string>(), a.lat.batch, a.lat.input_len, a.lat.output_len,
-             a.no_graphs ? "off" : "on");
+  fmt::print("{} on {}: {} weights, batch {}, input {}, output {}, graphs {}\n",
+             model.config.name, j["gpu"].get<std::string>(), j["weights"].get<std::string>(),
+             a.lat.batch, a.lat.input_len, a.lat.output_len, a.no_graphs ? "off" : "on");
   fmt::print(
       "  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
       "({:.1f}% of floor) | predicted {:.3f} ms (layer 2) | read ceiling {:.0f} GB/s | {}\n",
@@ -219,6 +236,9 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
                  "all-reduces up to this size take the one-shot NVLink P2P kernel (default "
                  "1048576; 0: NCCL only; see bench allreduce)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  sub.add_option("--quantization,-q", a->quantization,
+                 "weights: fp8 or int4 quantized on load, or the checkpoint's method (as "
+                 "generate's flag)");
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");

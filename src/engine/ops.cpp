@@ -83,12 +83,10 @@ void check_quant(const QuantLinear& q, const std::string& name, int64_t N, int64
 
 }  // namespace
 
-void require_dense_weights(const ModelWeights& w, std::string_view backend) {
+void require_dense_weights(const ModelWeights& w, std::string_view path) {
   const WeightFormat f = w.quant_format();
-  const bool device = backend == "cuda";  // else a path such as tensor parallelism
-  CEILING_ENSURE(f == WeightFormat::kDense, "--quantization {} is not implemented {} {} yet{}",
-                 weight_format_name(f), device ? "on" : "with", backend,
-                 device ? " (its weights are low precision; use --device cpu)" : "");
+  CEILING_ENSURE(f == WeightFormat::kDense, "--quantization {} is not implemented with {} yet",
+                 weight_format_name(f), path);
 }
 
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -85,15 +87,35 @@ void quantize_projections(ModelWeights& w, WeightFormat format, int int4_group_s
                           WeightArena& arena) {
   CEILING_ENSURE(format == WeightFormat::kFp8 || format == WeightFormat::kInt4,
                  "quantize: unsupported format {}", weight_format_name(format));
-  for (LayerWeights& l : w.layers)
-    for (int p = 0; p < kNumProj; ++p) {
-      if (l.quant[p].quantized()) continue;
-      TensorView& d = l.dense(static_cast<Proj>(p));
-      l.quant[p] = format == WeightFormat::kFp8
-                       ? quantize_fp8(d, arena)
-                       : quantize_int4(d, int4_group_for(d.dim(1), int4_group_size), arena);
-      d = TensorView();
+  // Layers in parallel (an 8B model: 7 G weights), each thread into an arena of its own.
+  const int L = static_cast<int>(w.layers.size());
+  const int T = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(L, 1));
+  std::vector<WeightArena> arenas(T);
+  std::vector<std::exception_ptr> errors(T);
+  const auto work = [&](int t) {
+    try {
+      for (int li = t; li < L; li += T) {
+        LayerWeights& l = w.layers[li];
+        for (int p = 0; p < kNumProj; ++p) {
+          if (l.quant[p].quantized()) continue;
+          TensorView& d = l.dense(static_cast<Proj>(p));
+          l.quant[p] = format == WeightFormat::kFp8
+                           ? quantize_fp8(d, arenas[t])
+                           : quantize_int4(d, int4_group_for(d.dim(1), int4_group_size), arenas[t]);
+          d = TensorView();
+        }
+      }
+    } catch (...) {
+      errors[t] = std::current_exception();
     }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < T; ++t) threads.emplace_back(work, t);
+  work(0);
+  for (auto& th : threads) th.join();
+  for (WeightArena& a : arenas) arena.adopt(std::move(a));
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 void dequantize_row(const QuantLinear& q, int64_t n, int64_t K, float* dst) {

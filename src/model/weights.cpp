@@ -15,6 +15,13 @@ TensorView WeightArena::alloc(DType dtype, std::initializer_list<int64_t> shape)
   return t;
 }
 
+void WeightArena::adopt(WeightArena&& other) {
+  for (auto& b : other.buffers_) buffers_.push_back(std::move(b));
+  bytes_ += other.bytes_;
+  other.buffers_.clear();
+  other.bytes_ = 0;
+}
+
 const char* proj_name(Proj p) {
   static constexpr const char* kNames[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                            "gate_proj", "up_proj", "down_proj"};

@@ -25,6 +25,9 @@ class WeightArena {
  public:
   // A zero-filled contiguous host tensor of `shape`, alive as long as the arena.
   TensorView alloc(DType dtype, std::initializer_list<int64_t> shape);
+  // Takes over `other`'s tensors (their views stay valid). Not thread-safe, like alloc: threads
+  // fill arenas of their own and the owner adopts them.
+  void adopt(WeightArena&& other);
   uint64_t bytes() const { return bytes_; }
 
  private:

@@ -115,14 +115,27 @@ void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int
 
 }  // namespace
 
-double decode_weight_bytes(const ModelConfig& c, int batch) {
+double decode_weight_bytes(const ModelConfig& c, int batch, WeightFormat weights,
+                           int group_size) {
   const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const double Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
-  double layer = (Q + 2 * KV) * H + H * Q + 2 * I * H + H * I + 2 * H;
-  if (c.attention_bias) layer += Q + 2 * KV;
-  if (c.qk_norm) layer += 2 * D;
+  // One projection W [N, K] in its format.
+  const auto proj = [&](double N, double K) {
+    switch (weights) {
+      case WeightFormat::kFp8:
+        return N * K + 4 * N;
+      case WeightFormat::kInt4:
+        return N * K / 2 + 4 * N * (K / group_size);
+      case WeightFormat::kDense:
+        break;
+    }
+    return 2 * N * K;
+  };
+  double layer = proj(Q + 2 * KV, H) + proj(H, Q) + proj(2 * I, H) + proj(H, I) + 2 * 2 * H;
+  if (c.attention_bias) layer += 2 * (Q + 2 * KV);
+  if (c.qk_norm) layer += 2 * 2 * D;
   // Layers, final norm, lm_head (the whole [V, H], tied or not), B embedding rows; bf16.
-  return 2.0 * (c.num_layers * layer + H + V * H + batch * H);
+  return c.num_layers * layer + 2.0 * (H + V * H + batch * H);
 }
 
 double decode_kv_bytes(const ModelConfig& c, int batch, double context) {
@@ -174,7 +187,7 @@ LatencyResult run_latency(
   CEILING_ENSURE(r.timed_steps > 0, "bench latency: no decode step of all {} sequences ran", B);
   r.ms_per_token = r.decode_ms / r.timed_steps;
   r.tokens_per_s = B * 1000.0 / r.ms_per_token;
-  r.weight_bytes_per_step = decode_weight_bytes(c, B);
+  r.weight_bytes_per_step = decode_weight_bytes(c, B, o.weights, o.group_size);
   r.kv_bytes_per_step = decode_kv_bytes(c, B, r.mean_context);
   r.bytes_per_step = r.weight_bytes_per_step + r.kv_bytes_per_step;
   return r;

@@ -31,6 +31,11 @@ struct LatencyOptions {
   int block_size = 16;
   uint64_t seed = 0;      // prompts: token ids uniform in [0, V) from this seed
   int profile_step = -1;  // >= 1: cudaProfilerStart/Stop around this timed decode step (ncu)
+  // The projections' format (the bytes a step must move): dense bf16, or fp8 / int4 as the
+  // quantized GEMV reads them (kernels/cuda/gemv_quant.h: fp8 + an f32 scale per row, int4 + 4
+  // bytes per group of `group_size`).
+  WeightFormat weights = WeightFormat::kDense;
+  int group_size = 0;
 };
 
 struct LatencyResult {
@@ -62,10 +67,11 @@ LatencyResult run_latency(
     const ModelConfig& model, Ops* ops, const LatencyOptions& options,
     const std::function<std::unique_ptr<serve::Engine>(const serve::EngineConfig&)>& make_engine);
 
-// Bytes a decode step moves for `batch` sequences with `context` tokens cached each, bf16: the
-// weights once (embedding: only the B rows looked up), and K/V of the context + 1 tokens the
-// attention reads plus the new token's K/V written.
-double decode_weight_bytes(const ModelConfig& c, int batch);
+// Bytes a decode step moves for `batch` sequences with `context` tokens cached each: the
+// weights once (embedding: only the B rows looked up; projections in `weights`, the rest bf16),
+// and bf16 K/V of the context + 1 tokens the attention reads plus the new token's K/V written.
+double decode_weight_bytes(const ModelConfig& c, int batch,
+                           WeightFormat weights = WeightFormat::kDense, int group_size = 0);
 double decode_kv_bytes(const ModelConfig& c, int batch, double context);
 
 }  // namespace ceiling::engine

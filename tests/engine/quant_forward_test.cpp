@@ -199,14 +199,12 @@ TEST(QuantRefusal, DensePathsSayWhatIsMissing) {
   ModelWeights q = model->weights;
   WeightArena arena;
   quantize_projections(q, WeightFormat::kInt4, 64, arena);
-  EXPECT_NO_THROW(require_dense_weights(model->weights, "cuda"));
+  EXPECT_NO_THROW(require_dense_weights(model->weights, "tensor parallelism"));
   try {
-    require_dense_weights(q, "cuda");
+    require_dense_weights(q, "tensor parallelism");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(),
-                 "--quantization int4 is not implemented on cuda yet (its weights are low "
-                 "precision; use --device cpu)");
+    EXPECT_STREQ(e.what(), "--quantization int4 is not implemented with tensor parallelism yet");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/cases/case_util.h"
+#include "bench/quant_weights.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ref.h"
 #include "kernels/cuda/linear.h"
@@ -27,41 +28,79 @@ float round_bf16(float v) {
   return bf16_to_f32(f32_to_bf16(v));
 }
 
+using WFmt = cuda::GemvWeightFormat;
+
+// The weights of a case: bf16 from a pool of its own, or fp8 / int4 (QuantWeightPool).
+struct CaseWeights {
+  WFmt fmt = WFmt::kBF16;
+  int group = 0;  // int4
+  QuantWeightPool q;
+  bool quant() const { return fmt != WFmt::kBF16; }
+  std::string shape() const {
+    if (!quant()) return "";
+    std::string r = " w=";
+    r += cuda::gemv_weight_format_name(fmt);
+    if (fmt == WFmt::kInt4) r += " G=" + std::to_string(group);
+    return r;
+  }
+  void add_params(nlohmann::json& j) const {
+    if (!quant()) return;
+    j["weights"] = cuda::gemv_weight_format_name(fmt);
+    if (fmt == WFmt::kInt4) j["group_size"] = group;
+  }
+  double bytes(int N, int K) const {
+    return static_cast<double>(cuda::gemv_weight_bytes(fmt, N, K, group));
+  }
+};
+
 // out [M, N] (+)= prologue(x) · W^T (+ bias), or silu(gate) · up of it, as the engine's fused
 // decode steps run it.
 class GemvFusedCase : public CaseBase {
  public:
   GemvFusedCase(cuda::GemvInput input, bool accumulate, bool pairs, int M, int N, int K, bool bias,
-                std::optional<cuda::GemvConfig> cfg)
-      : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias), cfg_(cfg) {}
-  std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
+                std::optional<cuda::GemvConfig> cfg, WFmt fmt = WFmt::kBF16, int group = 0)
+      : in_(input), acc_(accumulate), pairs_(pairs), M_(M), N_(N), K_(K), bias_(bias), cfg_(cfg) {
+    w_fmt_.fmt = fmt;
+    w_fmt_.group = group;
+  }
+  std::string op() const override {
+    if (w_fmt_.quant()) return cfg_ ? "linear_gemv_quant_cfg" : "linear_gemv_quant";
+    return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused";
+  }
   // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h), and takes
   // the RMS-norm input only where it pays (gemv.h).
+  // Quantized weights take the GEMV for every M ≤ 16 (engine/cuda/cuda_ops.cpp).
   bool dispatched() const override {
     return !cfg_ &&
-           cuda::linear_path(cuda::current_crossover_table(), M_, N_, K_) ==
-               cuda::LinearPath::kGemv &&
+           (w_fmt_.quant() || cuda::linear_path(cuda::current_crossover_table(), M_, N_, K_) ==
+                                  cuda::LinearPath::kGemv) &&
            (in_ != cuda::GemvInput::kRmsNorm || cuda::gemv_norm_input_pays(M_));
   }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " in=" + input_name(in_) +
            (acc_ ? " +residual" : "") + (pairs_ ? " out=silu_pairs" : "") + (bias_ ? " bias" : "") +
-           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "");
+           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "") + w_fmt_.shape();
   }
   nlohmann::json params() const override {
-    return {{"M", M_},
-            {"N", N_},
-            {"K", K_},
-            {"bias", bias_},
-            {"input", input_name(in_)},
-            {"accumulate", acc_},
-            {"silu_pairs", pairs_}};
+    nlohmann::json j = {{"M", M_},
+                        {"N", N_},
+                        {"K", K_},
+                        {"bias", bias_},
+                        {"input", input_name(in_)},
+                        {"accumulate", acc_},
+                        {"silu_pairs", pairs_}};
+    w_fmt_.add_params(j);
+    return j;
   }
-  std::string baseline_name() const override { return "torch unfused (norm/silu, F.linear, add)"; }
+  std::string baseline_name() const override {
+    if (w_fmt_.fmt == WFmt::kFP8) return "torch._scaled_mm (fp8 x per tensor, W per row)";
+    if (w_fmt_.fmt == WFmt::kInt4) return "torch dequantize + F.linear";
+    return "torch unfused (norm/silu, F.linear, add)";
+  }
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N_) * K_;
-    c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + 2.0 * M_ * out_cols() * (acc_ ? 2 : 1) +
+    c.bytes = w_fmt_.bytes(N_, K_) + 2.0 * M_ * K_ + 2.0 * M_ * out_cols() * (acc_ ? 2 : 1) +
               (bias_ ? 2.0 * N_ : 0) + (in_ == cuda::GemvInput::kRmsNorm ? 2.0 * K_ : 0);
     c.write_bytes = 2.0 * M_ * out_cols();
     c.math = DType::kF32;  // CUDA-core FMAs
@@ -69,11 +108,16 @@ class GemvFusedCase : public CaseBase {
     return c;
   }
   size_t set_bytes() const override {
-    return bf16_bytes(double(N_) * K_ + double(M_) * K_ + N_ + K_ + double(M_) * out_cols());
+    return static_cast<size_t>(w_fmt_.bytes(N_, K_)) +
+           bf16_bytes(double(M_) * K_ + N_ + K_ + double(M_) * out_cols());
   }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
-    w_ = Pool<bf16>(size_t(N_) * K_, copies);
+    w_ = Pool<bf16>(w_fmt_.quant() ? 1 : size_t(N_) * K_, copies);
+    if (w_fmt_.quant()) {
+      w_fmt_.q = QuantWeightPool(w_fmt_.fmt, N_, K_, w_fmt_.group, copies);
+      w_fmt_.q.fill(seed + 5, s);
+    }
     x_ = Pool<bf16>(size_t(M_) * K_, copies);
     b_ = Pool<bf16>(N_, copies);
     g_ = Pool<bf16>(K_, copies);
@@ -88,6 +132,13 @@ class GemvFusedCase : public CaseBase {
     f.norm_weight = g_.at(set);
     f.eps = kEps;
     f.silu_pairs = pairs_;
+    if (w_fmt_.quant() && cfg_)
+      return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set),
+                                                bias_ ? b_.at(set) : nullptr, out_.at(set), N_, K_,
+                                                s);
+    if (w_fmt_.quant())
+      return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), bias_ ? b_.at(set) : nullptr,
+                                    out_.at(set), M_, N_, K_, s);
     if (cfg_)
       return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set),
                                           bias_ ? b_.at(set) : nullptr, out_.at(set), N_, K_, s);
@@ -100,6 +151,7 @@ class GemvFusedCase : public CaseBase {
     const uint64_t sd = check_seed();
     fill(sd, w_.at(0), x_.at(0), b_.at(0), g_.at(0), out_.at(0), w_.n(), x_.n(), b_.n(), g_.n(),
          out_.n(), s);
+    if (w_fmt_.quant()) w_fmt_.q.fill(sd + 5, s, true);
     if (!acc_) poison(out_.at(0), out_.n() * sizeof(bf16), s);
     const auto out0 = to_f32(to_host(out_.at(0), out_.n(), s));
     run(0, s).throw_if_error();
@@ -121,7 +173,9 @@ class GemvFusedCase : public CaseBase {
     }
     const auto w = to_host(w_.at(0), w_.n(), s);
     const auto b = to_host(b_.at(0), b_.n(), s);
-    TensorView wv(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
+    std::vector<float> wq = w_fmt_.quant() ? w_fmt_.q.dequantized() : std::vector<float>{};
+    TensorView wv = w_fmt_.quant() ? TensorView(wq.data(), DType::kF32, {N_, K_})
+                                   : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
     TensorView bv(const_cast<bf16*>(b.data()), DType::kBF16, {N_});
     std::vector<float> ref(size_t(M_) * N_);
     cpu::linear(in.data(), wv, bias_ ? &bv : nullptr, M_, ref.data());
@@ -162,6 +216,7 @@ class GemvFusedCase : public CaseBase {
   int M_, N_, K_;
   bool bias_;
   std::optional<cuda::GemvConfig> cfg_;
+  CaseWeights w_fmt_;
   Pool<bf16> w_, x_, b_, g_, out_;
 };
 
@@ -173,32 +228,41 @@ class GemvFusedCase : public CaseBase {
 // missed write shows.
 class GemvRopeCase : public CaseBase {
  public:
-  GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg)
-      : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {}
-  std::string op() const override { return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused"; }
+  GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg,
+               WFmt fmt = WFmt::kBF16, int group = 0)
+      : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {
+    w_fmt_.fmt = fmt;
+    w_fmt_.group = group;
+  }
+  std::string op() const override {
+    if (w_fmt_.quant()) return cfg_ ? "linear_gemv_quant_cfg" : "linear_gemv_quant";
+    return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused";
+  }
   bool dispatched() const override {  // the RMS-norm input: see GemvFusedCase
     return !cfg_ &&
-           cuda::linear_path(cuda::current_crossover_table(), M_, N(), H_) ==
-               cuda::LinearPath::kGemv &&
+           (w_fmt_.quant() || cuda::linear_path(cuda::current_crossover_table(), M_, N(), H_) ==
+                                  cuda::LinearPath::kGemv) &&
            cuda::gemv_norm_input_pays(M_);
   }
   std::string shape() const override {
     return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +
            kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_) +
-           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "");
+           (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "") + w_fmt_.shape();
   }
   nlohmann::json params() const override {
-    return {{"M", M_},
-            {"N", N()},
-            {"K", H_},
-            {"bias", false},
-            {"input", "rms_norm"},
-            {"Hq", Hq_},
-            {"Hkv", Hkv_},
-            {"D", D_},
-            {"accumulate", false},
-            {"rope", true},
-            {"silu_pairs", false}};
+    nlohmann::json j = {{"M", M_},
+                        {"N", N()},
+                        {"K", H_},
+                        {"bias", false},
+                        {"input", "rms_norm"},
+                        {"Hq", Hq_},
+                        {"Hkv", Hkv_},
+                        {"D", D_},
+                        {"accumulate", false},
+                        {"rope", true},
+                        {"silu_pairs", false}};
+    w_fmt_.add_params(j);
+    return j;
   }
   std::string baseline_name() const override {
     return "torch unfused (F.rms_norm, F.linear, rotate-half, index_put)";
@@ -206,7 +270,7 @@ class GemvRopeCase : public CaseBase {
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N()) * H_ + 3.0 * M_ * (Hq_ + Hkv_) * D_;
-    c.bytes = 2.0 * N() * double(H_) + 2.0 * M_ * H_ + 2.0 * H_ + 2.0 * M_ * Hq_ * D_ +
+    c.bytes = w_fmt_.bytes(N(), H_) + 2.0 * M_ * H_ + 2.0 * H_ + 2.0 * M_ * Hq_ * D_ +
               2.0 * M_ * 2 * Hkv_ * D_ + 8.0 * M_ + 4.0 * D_ / 2;
     c.write_bytes = 2.0 * M_ * Hq_ * D_ + 2.0 * M_ * 2 * Hkv_ * D_;  // q, and k, v into the cache
     c.math = DType::kF32;
@@ -214,12 +278,16 @@ class GemvRopeCase : public CaseBase {
     return c;
   }
   size_t set_bytes() const override {
-    return bf16_bytes(double(N()) * H_ + double(M_) * H_ + H_ + double(M_) * N() +
-                      2.0 * cache_elems());
+    return static_cast<size_t>(w_fmt_.bytes(N(), H_)) +
+           bf16_bytes(double(M_) * H_ + H_ + double(M_) * N() + 2.0 * cache_elems());
   }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
-    w_ = Pool<bf16>(size_t(N()) * H_, copies);
+    w_ = Pool<bf16>(w_fmt_.quant() ? 1 : size_t(N()) * H_, copies);
+    if (w_fmt_.quant()) {
+      w_fmt_.q = QuantWeightPool(w_fmt_.fmt, N(), H_, w_fmt_.group, copies);
+      w_fmt_.q.fill(seed + 5, s);
+    }
     x_ = Pool<bf16>(size_t(M_) * H_, copies);
     g_ = Pool<bf16>(H_, copies);
     out_ = Pool<bf16>(size_t(M_) * N(), copies);
@@ -240,6 +308,12 @@ class GemvRopeCase : public CaseBase {
     f.eps = kEps;
     f.rope = {pos_.at(0), slots_.at(0), inv_.at(0), kc_.at(set), vc_.at(set),
               kBlocks,    kBlockSize,   Hq_,        Hkv_,        D_};
+    if (w_fmt_.quant() && cfg_)
+      return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set), nullptr,
+                                                out_.at(set), N(), H_, s);
+    if (w_fmt_.quant())
+      return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), nullptr, out_.at(set), M_,
+                                    N(), H_, s);
     if (cfg_)
       return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set), nullptr, out_.at(set),
                                           N(), H_, s);
@@ -250,6 +324,7 @@ class GemvRopeCase : public CaseBase {
     fill_uniform(w_.at(0), w_.n(), sd, -0.1f, 0.1f, s);
     fill_uniform(x_.at(0), x_.n(), sd + 1, -2.0f, 2.0f, s);
     fill_uniform(g_.at(0), g_.n(), sd + 2, 0.2f, 1.5f, s);
+    if (w_fmt_.quant()) w_fmt_.q.fill(sd + 5, s, true);
     draw_step(sd, s);
     poison(out_.at(0), out_.n() * sizeof(bf16), s);
     poison(kc_.at(0), kc_.n() * sizeof(bf16), s);
@@ -266,7 +341,9 @@ class GemvRopeCase : public CaseBase {
       for (int k = 0; k < H_; ++k) in[size_t(m) * H_ + k] = x[size_t(m) * H_ + k] * scale * g[k];
     }
     const auto w = to_host(w_.at(0), w_.n(), s);
-    TensorView wv(const_cast<bf16*>(w.data()), DType::kBF16, {N(), H_});
+    std::vector<float> wq = w_fmt_.quant() ? w_fmt_.q.dequantized() : std::vector<float>{};
+    TensorView wv = w_fmt_.quant() ? TensorView(wq.data(), DType::kF32, {N(), H_})
+                                   : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N(), H_});
     std::vector<float> qkv(size_t(M_) * N());
     cpu::linear(in.data(), wv, nullptr, M_, qkv.data());
     for (float& v : qkv) v = round_bf16(v);
@@ -339,6 +416,7 @@ class GemvRopeCase : public CaseBase {
   }
   int M_, H_, Hq_, Hkv_, D_;
   std::optional<cuda::GemvConfig> cfg_;
+  CaseWeights w_fmt_;
   Pool<bf16> w_, x_, g_, out_, kc_, vc_;
   Pool<int32_t> pos_, slots_;
   Pool<float> inv_;
@@ -355,6 +433,20 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
 std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
                                                 std::optional<cuda::GemvConfig> cfg) {
   return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg);
+}
+
+std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int group,
+                                                 cuda::GemvInput input, bool accumulate,
+                                                 bool silu_pairs, int M, int N, int K, bool bias,
+                                                 std::optional<cuda::GemvConfig> cfg) {
+  return std::make_unique<GemvFusedCase>(input, accumulate, silu_pairs, M, N, K, bias, cfg, fmt,
+                                         group);
+}
+
+std::unique_ptr<KernelCase> make_gemv_quant_rope_case(cuda::GemvWeightFormat fmt, int group, int M,
+                                                      int H, int Hq, int Hkv, int D,
+                                                      std::optional<cuda::GemvConfig> cfg) {
+  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg, fmt, group);
 }
 
 // The batch-1 decode steps of Llama-3.1-8B (QKV 6144 after RMSNorm, plain or with RoPE + KV
@@ -382,6 +474,31 @@ void register_gemv_fused_cases(CaseList& out) {
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, M, 2 * m.I, m.H));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.I));
   }
+  // The same decode steps with fp8 and int4 (G = 128) weights: M = 1 (the headline), 4 and 16
+  // (the register kernel, CUDA cores: issue-bound as M grows).
+  for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
+    for (int M : {1, 4, 16}) {
+      const Model m{4096, 32, 8, 128, 14336};
+      const int G = fmt == WFmt::kInt4 ? 128 : 0;
+      const In in = cuda::gemv_norm_input_pays(M) ? In::kRmsNorm : In::kPlain;
+      out.push_back(make_gemv_quant_case(fmt, G, in, false, false, M, 6144, m.H));
+      if (M == 1) out.push_back(make_gemv_quant_rope_case(fmt, G, M, m.H, m.Hq, m.Hkv, m.D));
+      out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.H));
+      out.push_back(make_gemv_quant_case(fmt, G, in, false, true, M, 2 * m.I, m.H));
+      out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I));
+    }
+  // The quantized M = 1 kernel's configurations side by side (t64r4u2 is the dispatched one).
+  for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
+    for (const cuda::GemvConfig& c : {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{64, 4, 1},
+                                      cuda::GemvConfig{64, 2, 2}}) {
+      const Model m{4096, 32, 8, 128, 14336};
+      const int G = fmt == WFmt::kInt4 ? 128 : 0;
+      out.push_back(make_gemv_quant_rope_case(fmt, G, 1, m.H, m.Hq, m.Hkv, m.D, c));
+      out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.H, false, c));
+      out.push_back(make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false,
+                                         c));
+      out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.I, false, c));
+    }
   // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).
   for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}})
     for (const cuda::GemvConfig& c :

@@ -8,6 +8,7 @@
 
 #include "bench/case.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_quant.h"
 
 namespace ceiling::bench {
 
@@ -20,5 +21,17 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
 // M decode tokens, hidden H, Hq / Hkv heads of D.
 std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
                                                 std::optional<cuda::GemvConfig> cfg = {});
+
+// The same cases with fp8 or int4 weights (kernels/cuda/gemv_quant.h gemv_fused_quant), random
+// codes of the format (bench/quant_weights.h), checked against the dequantized CPU reference.
+// group: int4's G (0 for fp8).
+std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int group,
+                                                 cuda::GemvInput input, bool accumulate,
+                                                 bool silu_pairs, int M, int N, int K,
+                                                 bool bias = false,
+                                                 std::optional<cuda::GemvConfig> cfg = {});
+std::unique_ptr<KernelCase> make_gemv_quant_rope_case(cuda::GemvWeightFormat fmt, int group, int M,
+                                                      int H, int Hq, int Hkv, int D,
+                                                      std::optional<cuda::GemvConfig> cfg = {});
 
 }  // namespace ceiling::bench

@@ -96,23 +96,69 @@ const cuda_impl::FusedLayerWeights& CudaOps::fused(int layer) const {
   return weights_.fused[layer];
 }
 
-void CudaOps::linear(const TensorView& x, const TensorView& w, const TensorView* bias, void* out,
-                     DType out_dtype, int rows, bool accumulate) {
-  const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
-  CEILING_ENSURE(x.ndim == 2 && x.dim(1) == K, "CudaOps: linear input {} does not match weight {}",
-                 x.shape_str(), w.shape_str());
+namespace {
+
+// Rows of x up to which fp8 / int4 weights take the quantized GEMV (CUDA cores; gemv_quant.h);
+// above it they are dequantized to bf16 for cuda::Linear. H100 bench r41, 8B gate/up: fp8 76 µs
+// at M = 4 (bf16's tensor-core GEMV 85), 263 at M = 16, where dequantizing (~120 µs for 235 MB of
+// bf16) plus the bf16 GEMV (95) is the lesser cost.
+constexpr int kQuantGemvMaxM = 8;
+
+cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
+  cuda_impl::DeviceLinear d;
+  d.w.data = w.data;
+  d.N = static_cast<int>(w.dim(0));
+  d.K = static_cast<int>(w.dim(1));
+  return d;
+}
+
+}  // namespace
+
+void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, const TensorView* bias,
+                     void* out, DType out_dtype, int rows, bool accumulate) {
+  CEILING_ENSURE(x.ndim == 2 && x.dim(1) == w.K,
+                 "CudaOps: linear input {} does not match weight [{}, {}]", x.shape_str(), w.N,
+                 w.K);
   if (rows == 0) return;  // e.g. a prefill chunk that wants no logits
+  const bf16* b = bias ? static_cast<const bf16*>(bias->data) : nullptr;
+  const void* wd = w.w.data;
+  if (w.quantized()) {
+    CEILING_ENSURE(out_dtype == DType::kBF16, "CudaOps: quantized projections write bf16");
+    if (rows <= kQuantGemvMaxM) {
+      cuda::GemvFusion f;
+      f.accumulate = accumulate;
+      cuda::gemv_fused_quant(f, bf16_ptr(x, "linear input"), w.w, b, static_cast<bf16*>(out),
+                             rows, w.N, w.K, stream_)
+          .throw_if_error();
+      return;
+    }
+    cuda::dequantize_weights(w.w, w.N, w.K, static_cast<bf16*>(weights_.dequant_scratch.get()), stream_)
+        .throw_if_error();
+    wd = weights_.dequant_scratch.get();
+  }
   linear_
-      ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(w.data),
-            bias ? static_cast<const bf16*>(bias->data) : nullptr, out, out_dtype, rows, N, K,
-            stream_, accumulate)
+      ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(wd), b, out, out_dtype, rows,
+            w.N, w.K, stream_, accumulate)
       .throw_if_error();
 }
 
-bool CudaOps::gemv_fuses(int rows, const TensorView& w, const void* x) const {
-  const int N = static_cast<int>(w.dim(0)), K = static_cast<int>(w.dim(1));
-  return linear_->path(rows, N, K) == cuda::LinearPath::kGemv &&
-         cuda::gemv_fused_supported(K, x, w.data);
+bool CudaOps::gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const {
+  if (w.quantized()) return rows <= kQuantGemvMaxM && cuda::gemv_fused_supported(w.K, x, w.w.data);
+  return linear_->path(rows, w.N, w.K) == cuda::LinearPath::kGemv &&
+         cuda::gemv_fused_supported(w.K, x, w.w.data);
+}
+
+void CudaOps::gemv_fused(const cuda::GemvFusion& f, const TensorView& x,
+                         const cuda_impl::DeviceLinear& w, const TensorView* bias,
+                         const TensorView& out, int rows) {
+  const bf16* b = bias ? static_cast<const bf16*>(bias->data) : nullptr;
+  const Status st =
+      w.quantized()
+          ? cuda::gemv_fused_quant(f, bf16_ptr(x, "GEMV input"), w.w, b,
+                                   static_cast<bf16*>(out.data), rows, w.N, w.K, stream_)
+          : cuda::gemv_fused(f, bf16_ptr(x, "GEMV input"), static_cast<const bf16*>(w.w.data), b,
+                             static_cast<bf16*>(out.data), rows, w.N, w.K, stream_);
+  st.throw_if_error();
 }
 
 bool CudaOps::pending_is(const void* q, const void* k, const void* v) const {
@@ -198,10 +244,8 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
         fu.rope.Hkv = config_.num_kv_heads;
         fu.rope.D = config_.head_dim;
       }
-      cuda::gemv_fused(fu, bf16_ptr(x, "residual"), static_cast<const bf16*>(f.qkv.data),
-                       bias ? static_cast<const bf16*>(bias->data) : nullptr, qkv_, rows,
-                       static_cast<int>(f.qkv.dim(0)), static_cast<int>(f.qkv.dim(1)), stream_)
-          .throw_if_error();
+      gemv_fused(fu, x, f.qkv, bias,
+                 TensorView(qkv_, DType::kBF16, {rows, f.qkv.N}, Device::kCuda), rows);
     } else {
       linear(x, f.qkv, bias, qkv_, DType::kBF16, rows);
     }
@@ -250,9 +294,8 @@ void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /
                               const TensorView& residual, ResidualUpdate update) {
   const int rows = begin_op(kOProjResidual, l, {attn.data, residual.data}, false, attn, kTokens);
   check_rows(residual, kTokens, "residual");
-  const TensorView& w = weights().layers.at(l).o_proj;
   if (launching())
-    linear(attn, w, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+    linear(attn, fused(l).o, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
            update == ResidualUpdate::kAdd);
 }
 
@@ -260,7 +303,7 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
                            const TensorView& gate_up, const TensorView& act,
                            const TensorView& /*scratch*/, ResidualUpdate update) {
   const TensorView& norm = weights().layers.at(l).post_attn_norm;
-  const TensorView& wgu = fused(l).gate_up;
+  const cuda_impl::DeviceLinear& wgu = fused(l).gate_up;
   const int rows = check_rows(residual, kTokens, "residual");
   if (gemv_fuses(rows, wgu, residual.data)) {
     // One GEMV from the residual (or, above one row, from h = RMSNorm(residual)) to silu(gate) ·
@@ -279,10 +322,7 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
         f.eps = static_cast<float>(config_.rms_norm_eps);
       }
       f.silu_pairs = true;
-      cuda::gemv_fused(f, bf16_ptr(in, "gate/up input"), static_cast<const bf16*>(wgu.data),
-                       nullptr, bf16_ptr(act, "act"), rows, static_cast<int>(wgu.dim(0)),
-                       static_cast<int>(wgu.dim(1)), stream_)
-          .throw_if_error();
+      gemv_fused(f, in, wgu, nullptr, act, rows);
     }
   } else {
     rms_norm(residual, nullptr, norm, h);
@@ -290,9 +330,8 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
     silu_mul(gate_up, act);
   }
   begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
-  const TensorView& wd = weights().layers.at(l).down_proj;
   if (launching())
-    linear(act, wd, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+    linear(act, fused(l).down, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
            update == ResidualUpdate::kAdd);
 }
 
@@ -413,8 +452,8 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
 void CudaOps::o_proj(int l, const TensorView& attn, const TensorView& out) {
   const int rows = begin_op(kOProj, l, {attn.data, out.data}, false, attn, kTokens);
   check_rows(out, kTokens, "o_proj output");
-  const TensorView& w = weights().layers.at(l).o_proj;
-  if (launching()) linear(attn, w, nullptr, bf16_ptr(out, "o_proj output"), DType::kBF16, rows);
+  if (launching())
+    linear(attn, fused(l).o, nullptr, bf16_ptr(out, "o_proj output"), DType::kBF16, rows);
 }
 
 void CudaOps::all_reduce_sum(const TensorView& x) {
@@ -430,8 +469,8 @@ void CudaOps::all_reduce_sum(const TensorView& x) {
 void CudaOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up) {
   const int rows = begin_op(kGateUp, l, {x.data, gate_up.data}, false, x, kTokens);
   check_rows(gate_up, kTokens, "gate_up");
-  const TensorView& w = fused(l).gate_up;
-  if (launching()) linear(x, w, nullptr, bf16_ptr(gate_up, "gate_up"), DType::kBF16, rows);
+  if (launching())
+    linear(x, fused(l).gate_up, nullptr, bf16_ptr(gate_up, "gate_up"), DType::kBF16, rows);
 }
 
 void CudaOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
@@ -446,8 +485,8 @@ void CudaOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
 void CudaOps::down_proj(int l, const TensorView& act, const TensorView& out) {
   const int rows = begin_op(kDown, l, {act.data, out.data}, false, act, kTokens);
   check_rows(out, kTokens, "down_proj output");
-  const TensorView& w = weights().layers.at(l).down_proj;
-  if (launching()) linear(act, w, nullptr, bf16_ptr(out, "down_proj output"), DType::kBF16, rows);
+  if (launching())
+    linear(act, fused(l).down, nullptr, bf16_ptr(out, "down_proj output"), DType::kBF16, rows);
 }
 
 void CudaOps::gather_rows(const TensorView& x, const TensorView& out) {
@@ -467,7 +506,8 @@ void CudaOps::lm_head(const TensorView& x, const TensorView& logits) {
                      logits.is_contiguous() && logits.dim(1) == config().vocab_size,
                  "CudaOps::lm_head: logits must be a contiguous f32 device view [R, V] (got {} {})",
                  dtype_name(logits.dtype), logits.shape_str());
-  if (launching()) linear(x, weights().lm_head, nullptr, logits.data, DType::kF32, rows);
+  if (launching())
+    linear(x, dense_linear(weights().lm_head), nullptr, logits.data, DType::kF32, rows);
   const Communicator* comm = communicator();
   if (comm == nullptr || comm->world() == 1) finish_step(logits);  // else join_logits does
 }

@@ -183,11 +183,17 @@ class CudaOps final : public Ops {
 
   // ---- helpers (cuda_ops.cpp) ----
   static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
-  void linear(const TensorView& x, const TensorView& w, const TensorView* bias, void* out,
-              DType out_dtype, int rows, bool accumulate = false);
-  // Whether `rows` of x through weight w [N, K] take the GEMV, so a fused GEMV (norm or SiLU
-  // prologue) can replace the op before it.
-  bool gemv_fuses(int rows, const TensorView& w, const void* x) const;
+  // out = x · Wᵀ (+ bias) for `rows` rows of x: bf16 weights through cuda::Linear (GEMV or
+  // cuBLASLt by the measured crossover); fp8 / int4 through the quantized GEMV up to
+  // kQuantGemvMaxM rows, above that dequantized into weights_.dequant_scratch for cuda::Linear.
+  void linear(const TensorView& x, const cuda_impl::DeviceLinear& w, const TensorView* bias,
+              void* out, DType out_dtype, int rows, bool accumulate = false);
+  // Whether `rows` of x through w take the GEMV, so a fused GEMV (norm or SiLU prologue, RoPE
+  // epilogue) can replace the op before it.
+  bool gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const;
+  // gemv_fused (bf16) or gemv_fused_quant, by w's format.
+  void gemv_fused(const cuda::GemvFusion& f, const TensorView& x, const cuda_impl::DeviceLinear& w,
+                  const TensorView* bias, const TensorView& out, int rows);
   // qkv_proj with x through `fusion` (cuda::GemvFusion; null: plain), the pending-q/k/v logic.
   // kv non-null: RoPE + the KV write as the GEMV's epilogue too (needs `fusion`).
   void qkv_proj_into_pending(int layer, const TensorView& x, const cuda::GemvFusion* fusion,

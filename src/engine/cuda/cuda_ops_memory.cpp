@@ -30,7 +30,6 @@ TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeights& host) {
   CEILING_ENSURE(!uploaded_, "CudaOps::upload: weights were already uploaded");
   check_weights(config, host, Device::kCpu);
-  require_dense_weights(host, "cuda");
   const int D = config.head_dim;
   CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
                  "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
@@ -39,7 +38,7 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
   stats_.upload_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stats_.upload_bytes = weights_.source_bytes;
-  stats_.weight_bytes = weights_.storage.bytes();
+  stats_.weight_bytes = weights_.storage.bytes() + weights_.dequant_scratch.bytes();
   config_ = config;
   const std::vector<float> inv = cpu::rope_inv_freq(config);
   inv_freq_ = static_cast<float*>(arena_.allocate(inv.size() * sizeof(float)));

@@ -5,6 +5,9 @@
 //   qkv      [Q + 2·KV, H]  = rows of q_proj, k_proj, v_proj (biases concatenated likewise)
 //   gate_up  [2·I, H]       = rows of gate_proj, then up_proj
 // The per-projection views of ModelWeights (q_proj, gate_proj, ...) point into the fused tensors.
+// Low-precision projections (QuantLinear, fp8 / int4) are copied as they are (int4 re-packed on
+// the host into the GEMV's nibble order), their rows fused the same way; the members of one
+// fused group must share format and group size.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,21 +17,39 @@
 #include <vector>
 
 #include "engine/cuda/device_memory.h"
+#include "kernels/cuda/gemv_quant.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace ceiling::engine::cuda_impl {
 
+// One projection W [N, K] as the GEMV / GEMM read it: bf16 (w.data = the dense view's data), or
+// fp8 / int4 in the device layout of kernels/cuda/gemv_quant.h.
+struct DeviceLinear {
+  cuda::GemvWeights w;
+  int N = 0, K = 0;
+  bool quantized() const { return w.format != cuda::GemvWeightFormat::kBF16; }
+  // The bf16 weight as a view (dense only).
+  TensorView dense() const;
+};
+
 struct FusedLayerWeights {
-  TensorView qkv;       // [Q + 2·KV, H] bf16
+  DeviceLinear qkv;     // [Q + 2·KV, H]
   TensorView qkv_bias;  // [Q + 2·KV] bf16; data == nullptr without attention_bias
-  TensorView gate_up;   // [2·I, H] bf16
+  DeviceLinear o;       // [H, Q]
+  DeviceLinear gate_up;  // [2·I, H]
+  DeviceLinear down;     // [H, I]
 };
 
 struct DeviceWeights {
   DeviceBuffer storage;                  // every tensor below lives in it
-  ModelWeights views;                    // device views (bf16), shapes as the host's
+  // Device views (bf16), shapes as the host's. A quantized projection's dense view is empty
+  // and its QuantLinear holds only format and group size: the kernels read `fused`.
+  ModelWeights views;
   std::vector<FusedLayerWeights> fused;  // [L]
+  // bf16 image of the largest quantized projection: where a prefill-sized GEMM dequantizes its
+  // weight first (empty when every projection is dense).
+  DeviceBuffer dequant_scratch;
   uint64_t source_bytes = 0;             // bytes read from the host views
 };
 

@@ -1,0 +1,344 @@
+// The register GEMV kernel (M ≤ 16, CUDA cores) of gemv.cu and gemv_quant.cu, generic over the
+// weights' format (bf16, fp8, int4: gemv_quant.h). Include from those two files only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_mma.cuh"
+#include "kernels/cuda/gemv_quant.h"
+#include "kernels/cuda/pdl.cuh"
+
+namespace ceiling::cuda::detail {
+
+__device__ __forceinline__ void store_out(bf16* p, float v) {
+  *p = __float2bfloat16(v);
+}
+__device__ __forceinline__ void store_out(float* p, float v) {
+  *p = v;
+}
+
+
+// ---- Weight formats -------------------------------------------------------------------------
+
+template <GemvWeightFormat kW>
+__host__ __device__ constexpr int weight_elems() {
+  return kW == GemvWeightFormat::kBF16 ? 8 : kW == GemvWeightFormat::kFP8 ? 16 : 32;
+}
+
+// 16-byte read-only load that does not allocate in L1 (weights, streamed once).
+__device__ __forceinline__ uint4 load16_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Four e4m3 bytes (k0..k0+3 in byte order) as fp32 values e4m3 · 2^-120, exactly: the sign and
+// the 7 magnitude bits moved into bf16 position (exponent bias 127 instead of 7, subnormals
+// included), then each bf16 widened by a shift. Relies on fp32 subnormals (no -ftz).
+__device__ __forceinline__ void fp8x4_scaled(uint32_t q, float* f) {
+  const uint32_t odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);          // bytes 1, 3
+  const uint32_t even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);  // bytes 0, 2
+  f[0] = __uint_as_float(even << 16);
+  f[1] = __uint_as_float(odd << 16);
+  f[2] = __uint_as_float(even & 0xFFFF0000u);
+  f[3] = __uint_as_float(odd & 0xFFFF0000u);
+}
+
+// int4 group word (pack_gemv_int4_group): the scale, and the zero point as the bf16 pair
+// (128 + zero, 128 + zero) that dequant8 subtracts.
+__device__ __forceinline__ float int4_scale(uint32_t g) {
+  return __uint_as_float(g & 0xFFFFFF00u);
+}
+__device__ __forceinline__ uint32_t int4_zero_word(uint32_t g) {
+  return 0x43004300u | ((g & 0xFFu) * 0x00010001u);
+}
+
+// Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as e4m3 · 2^-120 (the
+// row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled. The int4 word holds
+// element 2s in nibble s and 2s + 1 in nibble 4 + s: (word >> 4s) & 0x000F000F | 0x43004300 is
+// the bf16 pair (128 + q); the bf16 subtraction of 128 + zero is exact (small integers).
+template <GemvWeightFormat kW>
+__device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, float (&f)[8]) {
+  if constexpr (kW == GemvWeightFormat::kBF16) {
+    to_float8(as_bf16x8(raw), f);
+  } else if constexpr (kW == GemvWeightFormat::kFP8) {
+    fp8x4_scaled(word(raw, 2 * j), f);
+    fp8x4_scaled(word(raw, 2 * j + 1), f + 4);
+  } else {
+    const uint32_t q = word(raw, j);
+    __nv_bfloat162 z;
+    __builtin_memcpy(&z, &zw, 4);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+      __nv_bfloat162 p;
+      __builtin_memcpy(&p, &t, 4);
+      p = __hsub2(p, z);
+      uint32_t d;
+      __builtin_memcpy(&d, &p, 4);
+      f[2 * s] = __uint_as_float(d << 16);
+      f[2 * s + 1] = __uint_as_float(d & 0xFFFF0000u);
+    }
+  }
+}
+
+// ---- Register kernel (any M ≤ 16) ---------------------------------------------------------
+
+
+// CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
+// owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
+// kIn selects what the rows of x are (GemvInput): x itself, or RMSNorm(r)·γ of a residual row r:
+// the dot product is taken with r·γ and scaled by rsqrt(mean(r²) + eps) at the end — each CTA
+// reads all of r for its dot products anyway, so Σr² costs one FMA per element. `accumulate`:
+// out = bf16(out + bf16(v)) (a residual add; each output element belongs to one CTA, so in place
+// is race-free). `pairs`: CTA b takes the kRows/2 row pairs b·kRows/2 + j (pair p = rows a(p),
+// b(p)) and writes per pair: with rope.D == 0 (W = [gate; up], N even) a = p, b = N/2 + p and out
+// [M, N/2] = silu(bf16(gate)) · bf16(up) — silu_mul's values; with rope.D > 0 (W = fused QKV) a and
+// b are elements i and i + D/2 of one head, rotated as rope_kv_write does: q heads back into out
+// [M, N], k heads rotated and v heads as they are into the paged cache at the token's slot.
+// Occupancy: the M = 1 kernel with the RMSNorm input (the decode step's QKV and gate/up, with
+// their RoPE / SiLU epilogues) takes 71 registers unbounded: 7 CTAs (56 KB of weight loads in
+// flight) per SM; bounded to 9 CTAs of 128 threads (18 of 64) it fits in 56 registers without
+// spilling (the plain M = 1 kernel has 48: 10 CTAs). Four rows per CTA, and the fp8 / int4
+// kernels (whose dequantization needs more registers), are left unbounded.
+// kW: the weights' format (gemv_quant.h): W [N, K] in `w` (bf16), or `wq` (fp8 / int4, `w`
+// unused), dequantized per 16-byte load by dequant8; fp8's row scale is applied to the row's sum,
+// int4's group scale to each 32-wide chunk's partial sums.
+template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT,
+          GemvWeightFormat kW = GemvWeightFormat::kBF16>
+__global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm &&
+                                                    kRows == 2 && kW == GemvWeightFormat::kBF16
+                                                ? 9 * 128 / kThreads
+                                                : 1)
+    gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
+                const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
+                GemvRope rope, GemvWeights wq) {
+  static_assert(kMaxM * kRows <= kThreads, "one output per thread in the epilogue");
+  static_assert(kRows % 2 == 0 || kRows == 1, "pairs split the rows in halves");
+  constexpr int kHalf = kRows / 2;
+  constexpr int kElems = weight_elems<kW>();  // weights per 16-byte load
+  constexpr bool kInt4 = kW == GemvWeightFormat::kInt4;
+  pdl_launch_dependents();
+  const int chunks = K / kElems;
+  const int half = N / 2;  // pairs: N/2 of them
+  const int half_d = rope.D / 2;
+  // The rows of pair p: its first (r = 0) or second (r = 1) element.
+  const auto pair_row = [&](int p, int r) {
+    if (rope.D == 0) return r == 0 ? p : half + p;
+    return (p / half_d) * rope.D + p % half_d + r * half_d;
+  };
+  const int n0 = blockIdx.x * (pairs ? kHalf : kRows);
+  const char* wrow[kRows];       // row n's bytes: 16 per chunk
+  const uint32_t* grow[kRows] = {};  // int4: row n's groups
+  const char* wbase = kW == GemvWeightFormat::kBF16 ? reinterpret_cast<const char*>(w)
+                                                    : static_cast<const char*>(wq.data);
+  // int4 chunk c (32 k) is in group c >> gshift (G a power of two ≥ 32).
+  const int gshift = kInt4 ? __ffs(wq.group_size / 32) - 1 : 0;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int n = !pairs      ? min(n0 + r, N - 1)
+                  : r < kHalf ? pair_row(min(n0 + r, half - 1), 0)
+                              : pair_row(min(n0 + r - kHalf, half - 1), 1);
+    wrow[r] = wbase + static_cast<int64_t>(n) * chunks * 16;
+    if constexpr (kInt4) grow[r] = wq.groups + static_cast<int64_t>(n) * (K / wq.group_size);
+  }
+
+  // The RoPE epilogue's inputs (GemvRope: no kernel of the step writes them, like the weights)
+  // are read and the rotation's sin/cos computed before pdl_wait, by the thread that will rotate
+  // pair (m, j) = (threadIdx.x / kHalf, threadIdx.x % kHalf): off the kernel's tail.
+  float rope_sn = 0.0f, rope_cs = 1.0f;
+  int64_t rope_slot = -1;
+  if constexpr (kHalf > 0) {
+    const int m = threadIdx.x / kHalf, n = n0 + threadIdx.x % kHalf;
+    if (pairs && rope.D > 0 && m < M && n < half) {
+      sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[n % half_d], &rope_sn,
+              &rope_cs);
+      if (n / half_d >= rope.Hq) rope_slot = rope.slot_mapping[m];
+    }
+  }
+
+  float acc[kMaxM][kRows] = {};
+  float ss[kIn == GemvInput::kRmsNorm ? kMaxM : 1] = {};  // Σ r² per row of x
+  // Chunk c: kElems weights of each row (one 16-byte load each; gw: int4 groups), in pieces of 8.
+  auto fma_chunk = [&](const uint4(&wv)[kRows], const uint32_t(&gw)[kRows], int c) {
+    float part[kInt4 ? kMaxM : 1][kInt4 ? kRows : 1] = {};  // int4: the chunk's unscaled sums
+    uint32_t zw[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) zw[r] = kInt4 ? int4_zero_word(gw[r]) : 0u;
+#pragma unroll
+    for (int j = 0; j < kElems / 8; ++j) {
+      const int k0 = c * kElems + j * 8;
+      float wf[kRows][8];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) dequant8<kW>(wv[r], j, zw[r], wf[r]);
+      float gf[8];  // the norm weight γ (kRmsNorm)
+      if constexpr (kIn == GemvInput::kRmsNorm) to_float8(load8(gamma + k0), gf);
+#pragma unroll
+      for (int m = 0; m < kMaxM; ++m) {
+        if (m < M) {
+          float xf[8];
+          to_float8(load8(x + static_cast<int64_t>(m) * K + k0), xf);
+          if constexpr (kIn == GemvInput::kRmsNorm) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              ss[m] = fmaf(xf[e], xf[e], ss[m]);
+              xf[e] *= gf[e];
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            float& a = kInt4 ? part[kInt4 ? m : 0][kInt4 ? r : 0] : acc[m][r];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) a = fmaf(xf[e], wf[r][e], a);
+          }
+        }
+      }
+    }
+    if constexpr (kInt4) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float sc = int4_scale(gw[r]);
+#pragma unroll
+        for (int m = 0; m < kMaxM; ++m)
+          if (m < M) acc[m][r] = fmaf(sc, part[m][r], acc[m][r]);
+      }
+    }
+  };
+  // The sum of weight row n (fp8: its scale, with the 2^120 dequant8 leaves out).
+  const auto row_sum = [&](float v, int n) {
+    if constexpr (kW == GemvWeightFormat::kFP8) return v * 0x1p120f * wq.row_scale[n];
+    return v;
+  };
+
+  // The weights do not depend on the previous kernel, x and out do: the first weight loads are
+  // issued before pdl_wait.
+  // With `accumulate`, the thread that will write output i = threadIdx.x (< kMaxM·kRows) loads
+  // the old value right after the wait, so that load overlaps the weight stream.
+  bool waited = false;
+  float prev = 0.0f;
+  const auto wait_producer = [&] {
+    if (waited) return;
+    pdl_wait();
+    waited = true;
+    if constexpr (std::is_same_v<OutT, bf16>) {
+      const int i = threadIdx.x, m = i / kRows, n = n0 + i % kRows;
+      if (accumulate && !pairs && i < kMaxM * kRows && m < M && n < N)
+        prev = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
+    }
+  };
+  int c = threadIdx.x;
+  for (; c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
+    uint4 wv[kUnroll][kRows];
+    uint32_t gw[kUnroll][kRows] = {};
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        wv[u][r] = load16_stream(wrow[r] + int64_t{c + u * kThreads} * 16);
+        if constexpr (kInt4) gw[u][r] = __ldg(grow[r] + ((c + u * kThreads) >> gshift));
+      }
+    wait_producer();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) fma_chunk(wv[u], gw[u], c + u * kThreads);
+  }
+  for (; c < chunks; c += kThreads) {
+    uint4 wv[kRows];
+    uint32_t gw[kRows] = {};
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      wv[r] = load16_stream(wrow[r] + int64_t{c} * 16);
+      if constexpr (kInt4) gw[r] = __ldg(grow[r] + (c >> gshift));
+    }
+    wait_producer();
+    fma_chunk(wv, gw, c);
+  }
+  wait_producer();  // threads without chunks still write out below
+
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kSums = kMaxM * kRows + (kIn == GemvInput::kRmsNorm ? kMaxM : 0);
+  __shared__ float partial[kWarps][kSums];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < kMaxM; ++m) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float s = warp_sum(acc[m][r]);
+      if (lane == 0) partial[warp][m * kRows + r] = s;
+    }
+    if constexpr (kIn == GemvInput::kRmsNorm) {
+      const float s = warp_sum(ss[m]);
+      if (lane == 0) partial[warp][kMaxM * kRows + m] = s;
+    }
+  }
+  __syncthreads();
+  const auto row_scale = [&](int m) {
+    if constexpr (kIn != GemvInput::kRmsNorm) return 1.0f;
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kWarps; ++j) sq += partial[j][kMaxM * kRows + m];
+    return rsqrtf(sq / static_cast<float>(K) + eps);
+  };
+  if constexpr (kHalf > 0) {
+    if (pairs) {
+      for (int i = threadIdx.x; i < kMaxM * kHalf; i += kThreads) {
+        const int m = i / kHalf, j = i % kHalf, n = n0 + j;
+        if (m < M && n < half) {
+          float g = 0.0f, u = 0.0f;
+#pragma unroll
+          for (int q = 0; q < kWarps; ++q) {
+            g += partial[q][m * kRows + j];
+            u += partial[q][m * kRows + kHalf + j];
+          }
+          const float sc = row_scale(m);
+          const int ra = pair_row(n, 0), rb = pair_row(n, 1);
+          g = row_sum(g, ra) * sc;
+          u = row_sum(u, rb) * sc;
+          if (bias) {
+            g += __bfloat162float(bias[ra]);
+            u += __bfloat162float(bias[rb]);
+          }
+          const float gb = __bfloat162float(__float2bfloat16(g));
+          const float ub = __bfloat162float(__float2bfloat16(u));
+          if (rope.D == 0) {
+            store_out(out + static_cast<int64_t>(m) * half + n, silu_times(gb, ub));
+            continue;
+          }
+          if constexpr (std::is_same_v<OutT, bf16>)
+            rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, n, gb, ub,
+                                    rope_sn, rope_cs, rope_slot);
+        }
+      }
+      return;
+    }
+  }
+  for (int i = threadIdx.x; i < kMaxM * kRows; i += kThreads) {
+    const int m = i / kRows, n = n0 + i % kRows;
+    if (m < M && n < N) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kWarps; ++j) s += partial[j][i];
+      s = row_sum(s, n) * row_scale(m);
+      if (bias) s += __bfloat162float(bias[n]);
+      if constexpr (std::is_same_v<OutT, bf16>) {
+        if (accumulate) s = __bfloat162float(__float2bfloat16(s)) + prev;  // i == threadIdx.x
+      }
+      store_out(out + static_cast<int64_t>(m) * N + n, s);
+    }
+  }
+}
+
+
+}  // namespace ceiling::cuda::detail

@@ -1,0 +1,256 @@
+// Low-precision GEMV launchers (gemv_quant.h): the register kernel of gemv_kernel.cuh
+// instantiated for fp8 and int4 weights, the dequantize kernel of the GEMM path, and the host
+// packing of the int4 layout.
+//
+// Napkin math (H100, Llama-3.1-8B decode at M = 1, 7.0 G projection weights): bf16 streams 14 GB,
+// fp8 7 GB, int4 3.5 GB + 0.22 GB of groups (G = 128, 4 bytes each). The dequantization is integer
+// work on the CUDA cores: fp8 ~2.75 ops per weight (shifts and masks into bf16 position, a shift
+// to fp32), int4 ~2 (a shift and a mask per pair, a bf16 subtraction, a shift to fp32), plus one
+// FMA per weight and row of x. At 64 integer ops per SM and clock (132 SMs, 1.755 GHz) that is
+// 1.3 ms (fp8) and 0.95 ms (int4) of issue against memory floors of 2.1 and 1.1 ms at 3.35 TB/s:
+// fp8 stays memory-bound, int4 is at the edge, and both turn issue-bound as M grows (M FMAs per
+// weight): the tensor-core path (Marlin-style) is what batch 16 needs.
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+#include "kernels/cuda/gemv_kernel.cuh"
+#include "kernels/cuda/gemv_quant.h"
+
+namespace ceiling::cuda {
+namespace {
+
+using detail::bf16;
+using W = GemvWeightFormat;
+
+template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW>
+cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
+                   bf16* out, int M, int N, int K, cudaStream_t s) {
+  return detail::launch_pdl(
+      detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
+      dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, static_cast<const bf16*>(nullptr),
+      bias, out, M, N, K,
+      f.norm_weight, f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
+}
+
+// M = 1: 64-thread CTAs of 4 rows, two loads in flight per row: a 16-byte load holds 2× (fp8) or
+// 4× (int4) the weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each
+// CTA one or two loads per thread and row (bench r41: int4 at 29–56 % of read bandwidth with it).
+// Above: up to 4 or 16 rows of x per CTA, the weights dequantized once for all of them.
+template <GemvInput kIn, W kW>
+cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
+                     bf16* out, int M, int N, int K, cudaStream_t s) {
+  if (M == 1) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  return launch<16, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+}
+
+// M = 1 configurations the benchmark compares (gemv_fused_quant_with_config).
+template <GemvInput kIn, W kW>
+bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, const GemvWeights& w,
+                     const bf16* bias, bf16* out, int N, int K, cudaStream_t s, cudaError_t* err) {
+  const auto is = [&](int t, int r, int u) {
+    return c.threads == t && c.rows == r && c.unroll == u;
+  };
+  if (is(128, 2, 2))
+    *err = launch<1, 2, 2, 128, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (is(64, 4, 2))
+    *err = launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (is(64, 4, 1))
+    *err = launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (is(64, 2, 2))
+    *err = launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else
+    return false;
+  return true;
+}
+
+template <W kW>
+cudaError_t dispatch_input(const GemvFusion& f, const bf16* x, const GemvWeights& w,
+                           const bf16* bias, bf16* out, int M, int N, int K, cudaStream_t s) {
+  return f.input == GemvInput::kRmsNorm
+             ? dispatch<GemvInput::kRmsNorm, kW>(f, x, w, bias, out, M, N, K, s)
+             : dispatch<GemvInput::kPlain, kW>(f, x, w, bias, out, M, N, K, s);
+}
+
+// One thread per 16-byte load of W: its kElems weights, scaled, rounded to bf16.
+template <W kW>
+__global__ void dequantize_kernel(GemvWeights w, int N, int K, bf16* __restrict__ out) {
+  constexpr int kElems = detail::weight_elems<kW>();
+  const int chunks = K / kElems;
+  const int64_t total = int64_t{N} * chunks;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = i / chunks;
+    const int c = static_cast<int>(i % chunks);
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const char*>(w.data) + i * 16);
+    float scale = 0.0f;
+    uint32_t zw = 0;
+    if constexpr (kW == W::kFP8) {
+      scale = w.row_scale[n];
+    } else {
+      const uint32_t g = w.groups[n * (K / w.group_size) + c * kElems / w.group_size];
+      scale = detail::int4_scale(g);
+      zw = detail::int4_zero_word(g);
+    }
+#pragma unroll
+    for (int j = 0; j < kElems / 8; ++j) {
+      float f[8];
+      detail::dequant8<kW>(raw, j, zw, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = kW == W::kFP8 ? f[e] * 0x1p120f * scale : f[e] * scale;
+      detail::store8(out + n * K + c * kElems + j * 8, detail::from_float8(f));
+    }
+  }
+}
+
+std::string quant_unsupported(const GemvWeights& w, int N, int K) {
+  if (w.format == W::kBF16) return "the weights are bf16 (use gemv_fused)";
+  if (N <= 0 || K <= 0) return fmt::format("bad shape N {} K {}", N, K);
+  const int e = gemv_weight_elems_per_load(w.format);
+  if (K % e != 0)
+    return fmt::format("{} weights need K % {} == 0 (K {})", gemv_weight_format_name(w.format), e,
+                       K);
+  if (!w.data || !detail::aligned16(w.data)) return "the weight data is null or not 16-byte aligned";
+  if (w.format == W::kFP8 && !w.row_scale) return "fp8 weights need their row scales";
+  if (w.format == W::kInt4) {
+    const int G = w.group_size;
+    if (G < 32 || (G & (G - 1)) != 0 || K % G != 0)
+      return fmt::format("int4 group size {} must be a power of two ≥ 32 dividing K {}", G, K);
+    if (!w.groups) return "int4 weights need their group scales and zero points";
+  }
+  return "";
+}
+
+// gemv_fused_quant's argument rules (the fusions' are gemv_fused's).
+Status check_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, int M, int N, int K) {
+  if (M < 1 || M > kGemvMaxM)
+    return Status::error("gemv_fused_quant: M {} outside [1, {}] (dequantize for the GEMM)", M,
+                         kGemvMaxM);
+  if (const std::string why = quant_unsupported(w, N, K); !why.empty())
+    return Status::error("gemv_fused_quant: {}", why);
+  if (!detail::aligned16(x)) return Status::error("gemv_fused_quant: x is not 16-byte aligned");
+  if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
+    return Status::error(
+        "gemv_fused_quant: SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
+  if (const GemvRope& r = f.rope; r.D != 0 &&
+                                  (r.D % 2 != 0 || N != (r.Hq + 2 * r.Hkv) * r.D ||
+                                   !r.positions || !r.slot_mapping || !r.inv_freq || !r.k_cache ||
+                                   !r.v_cache || r.block_size < 1 || r.num_blocks < 1 ||
+                                   f.accumulate))
+    return Status::error(
+        "gemv_fused_quant: RoPE needs N = (Hq + 2·Hkv)·D, D even, its tables and cache, no "
+        "accumulate (N {} Hq {} Hkv {} D {})",
+        N, r.Hq, r.Hkv, r.D);
+  if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
+    return Status::error("gemv_fused_quant: RMS-norm input needs eps > 0 and an aligned γ");
+  return Status();
+}
+
+}  // namespace
+
+const char* gemv_weight_format_name(GemvWeightFormat f) {
+  switch (f) {
+    case W::kBF16:
+      return "bf16";
+    case W::kFP8:
+      return "fp8";
+    case W::kInt4:
+      return "int4";
+  }
+  return "?";
+}
+
+int gemv_weight_elems_per_load(GemvWeightFormat f) {
+  return f == W::kBF16 ? detail::weight_elems<W::kBF16>()
+         : f == W::kFP8 ? detail::weight_elems<W::kFP8>()
+                        : detail::weight_elems<W::kInt4>();
+}
+
+int64_t gemv_weight_bytes(GemvWeightFormat f, int64_t N, int64_t K, int group_size) {
+  switch (f) {
+    case W::kBF16:
+      return 2 * N * K;
+    case W::kFP8:
+      return N * K + 4 * N;
+    case W::kInt4:
+      return N * K / 2 + 4 * N * (K / group_size);
+  }
+  return 0;
+}
+
+std::string gemv_quant_unsupported(const GemvWeights& w, int N, int K) {
+  return quant_unsupported(w, N, K);
+}
+
+
+Status gemv_fused_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
+                        bf16* out, int M, int N, int K, cudaStream_t stream) {
+  CEILING_RETURN_IF_ERROR(check_quant(f, x, w, M, N, K));
+  const cudaError_t e =
+      w.format == W::kFP8 ? dispatch_input<W::kFP8>(f, x, w, bias, out, M, N, K, stream)
+                          : dispatch_input<W::kInt4>(f, x, w, bias, out, M, N, K, stream);
+  CEILING_CUDA_RETURN(e);
+  return Status();
+}
+
+Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f, const bf16* x,
+                                    const GemvWeights& w, const bf16* bias, bf16* out, int N,
+                                    int K, cudaStream_t stream) {
+  CEILING_RETURN_IF_ERROR(check_quant(f, x, w, 1, N, K));
+  cudaError_t e = cudaSuccess;
+  const bool norm = f.input == GemvInput::kRmsNorm, fp8 = w.format == W::kFP8;
+  const bool built =
+      norm ? (fp8 ? dispatch_config<GemvInput::kRmsNorm, W::kFP8>(cfg, f, x, w, bias, out, N, K,
+                                                                   stream, &e)
+                  : dispatch_config<GemvInput::kRmsNorm, W::kInt4>(cfg, f, x, w, bias, out, N, K,
+                                                                    stream, &e))
+           : (fp8 ? dispatch_config<GemvInput::kPlain, W::kFP8>(cfg, f, x, w, bias, out, N, K,
+                                                                 stream, &e)
+                  : dispatch_config<GemvInput::kPlain, W::kInt4>(cfg, f, x, w, bias, out, N, K,
+                                                                  stream, &e));
+  if (!built)
+    return Status::error("gemv_fused_quant_with_config: {} not built", gemv_config_name(cfg));
+  CEILING_CUDA_RETURN(e);
+  return Status();
+}
+
+Status dequantize_weights(const GemvWeights& w, int N, int K, bf16* out, cudaStream_t stream) {
+  if (const std::string why = gemv_quant_unsupported(w, N, K); !why.empty())
+    return Status::error("dequantize_weights: {}", why);
+  const int64_t loads = int64_t{N} * K / gemv_weight_elems_per_load(w.format);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((loads + 255) / 256, 132 * 16));
+  if (w.format == W::kFP8)
+    dequantize_kernel<W::kFP8><<<blocks, 256, 0, stream>>>(w, N, K, out);
+  else
+    dequantize_kernel<W::kInt4><<<blocks, 256, 0, stream>>>(w, N, K, out);
+  CEILING_CUDA_RETURN_LAST();
+  return Status();
+}
+
+void pack_gemv_int4(const uint8_t* q, int64_t N, int64_t K, uint8_t* out) {
+  CEILING_ENSURE(K % 32 == 0, "pack_gemv_int4: K {} is not a multiple of 32", K);
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* row = q + n * K;
+    uint8_t* dst = out + n * (K / 2);
+    for (int64_t w = 0; w < K / 8; ++w) {  // one 32-bit word: k = 8w + e
+      uint32_t word = 0;
+      for (int e = 0; e < 8; ++e) {
+        const int nibble = e % 2 == 0 ? e / 2 : 4 + e / 2;
+        word |= static_cast<uint32_t>(row[8 * w + e] & 0xF) << (4 * nibble);
+      }
+      std::memcpy(dst + 4 * w, &word, 4);  // little-endian, as the GPU reads it
+    }
+  }
+}
+
+uint32_t pack_gemv_int4_group(float scale, uint8_t zero) {
+  uint32_t bits = std::bit_cast<uint32_t>(scale);
+  if ((bits & 0x7F800000u) != 0x7F800000u) bits += 0x80u;  // round to nearest (finite scales)
+  return (bits & 0xFFFFFF00u) | (zero & 0xFu);
+}
+
+}  // namespace ceiling::cuda
