@@ -16,7 +16,7 @@ build=${2:-build/engine-dev}
 source bench/gpu_run_common.sh
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  for t in gemv_quant engine_cuda_parity engine_cuda_ops engine_batch; do
+  for t in gemv_quant gemv_fused engine_cuda_parity engine_cuda_ops engine_batch; do
     [ -x "$build/tests/gpu/gpu_$t" ] || continue
     run "gpu_$t" 420 "$build/tests/gpu/gpu_$t" --gtest_brief=1
   done

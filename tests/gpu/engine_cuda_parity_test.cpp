@@ -160,9 +160,10 @@ TEST(EngineCudaParity, InMemoryModelsWithLibraryHeadDims) {
 }
 
 // fp8 and int4 (G = 128) weights, quantized on load as --quantization does: the CPU dequantizes
-// in fp32 (the oracle), the GPU runs the quantized GEMV at decode sizes (batch 1, 3 and 5; the
-// RMS-norm and RoPE / SiLU fusions at batch 1) and dequantizes to bf16 for the prefill GEMMs and a
-// batch-12 decode (above kQuantGemvMaxM, inside a captured graph); judged by the same noise rule.
+// in fp32 (the oracle), the GPU runs the quantized GEMV at decode sizes (batch 1 with the RMS-norm
+// and RoPE / SiLU fusions in the register kernel; 3, 5 and 12 in the tensor-core kernel) and
+// dequantizes to bf16 for the prefill GEMMs and a batch-20 decode (bucket 32, past the GEMV's 16
+// rows, inside a captured graph); judged by the same noise rule.
 TEST(EngineCudaParity, QuantizedWeights) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
@@ -183,6 +184,8 @@ TEST(EngineCudaParity, QuantizedWeights) {
     expect_step_parity(c, q, q, {41}, 16, 12, seed + 1);
     expect_step_parity(c, q, q, {3, 44, 17, 1, 9}, 32, 6, seed + 2);
     expect_step_parity(c, q, q, {9, 3, 12, 7, 1, 5, 8, 2, 6, 11, 4, 10}, 16, 5, seed + 3);
+    expect_step_parity(c, q, q, {5, 3, 9, 2, 7, 1, 4, 8, 6, 3, 5, 2, 9, 1, 7, 4, 6, 8, 2, 5}, 8, 4,
+                       seed + 5);
     std::mt19937_64 rng(seed + 4);
     std::vector<int32_t> prompt(17);
     for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.vocab_size);

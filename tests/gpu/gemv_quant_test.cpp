@@ -1,6 +1,7 @@
 // The fp8 / int4 GEMV (gemv_fused_quant) vs the CPU reference of the dequantized weights (the
 // benchmark case's check, model/quantize.h dequantize_row): every fusion of the bf16 kernel (RMS
-// norm input, residual add, SiLU pairs, RoPE + KV write), M 1..16 (each register configuration),
+// norm input, residual add, SiLU pairs, RoPE + KV write), M 1..16 (the register kernel at M = 1
+// and for int4 groups under 128, the tensor-core kernel above),
 // N off the CTA's rows, K a few loads or not a multiple of the CTA's span, int4 groups of 32 and
 // 128. Weights are random codes of the format (all finite E4M3 values, every nibble and zero
 // point); outputs NaN-poisoned. Then dequantize_weights bit-exact against the reference rounded
@@ -35,6 +36,18 @@ TEST(GpuGemvQuant, MatchesDequantizedReference) {
                                                               n, K, (M + N + K) % 2 == 1),
                                  s);
             }
+  // int4 with G = 128 through the tensor-core kernel (M ≥ 2; G = 32 above took the register
+  // kernel): K a single group and K = 33 groups, N off the 16-row tiles, one and two token tiles.
+  for (In input : {In::kPlain, In::kRmsNorm})
+    for (int out : {0, 1, 2})
+      for (int M : {2, 9, 16})
+        for (int N : {13, 1031})
+          for (int K : {128, 4224}) {
+            const int n = out == 2 ? 2 * N : N;
+            expect_case_passes(*bench::make_gemv_quant_case(W::kInt4, 128, input, out == 1,
+                                                            out == 2, M, n, K, N == 13),
+                               s);
+          }
   // The engine's 8B decode shapes, int4 with G = 128.
   for (W fmt : {W::kFP8, W::kInt4}) {
     const int G = fmt == W::kInt4 ? 128 : 0;
@@ -58,8 +71,10 @@ TEST(GpuGemvQuant, RopeEpilogueMatchesReference) {
     for (int M : {1, 2, 5, 16})
       for (const auto& [H, Hq, Hkv, D] : {std::tuple{64, 2, 2, 16}, std::tuple{1056, 4, 1, 64},
                                           std::tuple{4096, 32, 8, 128}})
-        expect_case_passes(
-            *bench::make_gemv_quant_rope_case(fmt, fmt == W::kInt4 ? 32 : 0, M, H, Hq, Hkv, D), s);
+        expect_case_passes(*bench::make_gemv_quant_rope_case(
+                               fmt, fmt == W::kInt4 ? (H % 128 == 0 ? 128 : 32) : 0, M, H, Hq,
+                               Hkv, D),
+                           s);
 }
 
 // The GEMM path's dequantization: bit-exact against bf16(dequantize_row) (fp8: e4m3 · scale in

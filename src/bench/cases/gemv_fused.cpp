@@ -474,8 +474,8 @@ void register_gemv_fused_cases(CaseList& out) {
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, M, 2 * m.I, m.H));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.I));
   }
-  // The same decode steps with fp8 and int4 (G = 128) weights: M = 1 (the headline), 4 and 16
-  // (the register kernel, CUDA cores: issue-bound as M grows).
+  // The same decode steps with fp8 and int4 (G = 128) weights: M = 1 (the headline; the register
+  // kernel), 4 and 16 (the tensor-core kernel).
   for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
     for (int M : {1, 4, 16}) {
       const Model m{4096, 32, 8, 128, 14336};
@@ -487,10 +487,11 @@ void register_gemv_fused_cases(CaseList& out) {
       out.push_back(make_gemv_quant_case(fmt, G, in, false, true, M, 2 * m.I, m.H));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I));
     }
-  // The quantized M = 1 kernel's configurations side by side (t64r4u2 is the dispatched one).
+  // The quantized M = 1 kernel's configurations side by side (t64r4u2 is the dispatched one;
+  // t256r16u1: the tensor-core kernel at M = 1).
   for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
     for (const cuda::GemvConfig& c : {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{64, 4, 1},
-                                      cuda::GemvConfig{64, 2, 2}}) {
+                                      cuda::GemvConfig{64, 2, 2}, cuda::GemvConfig{256, 16, 1}}) {
       const Model m{4096, 32, 8, 128, 14336};
       const int G = fmt == WFmt::kInt4 ? 128 : 0;
       out.push_back(make_gemv_quant_rope_case(fmt, G, 1, m.H, m.Hq, m.Hkv, m.D, c));

@@ -98,11 +98,10 @@ const cuda_impl::FusedLayerWeights& CudaOps::fused(int layer) const {
 
 namespace {
 
-// Rows of x up to which fp8 / int4 weights take the quantized GEMV (CUDA cores; gemv_quant.h);
-// above it they are dequantized to bf16 for cuda::Linear. H100 bench r41, 8B gate/up: fp8 76 µs
-// at M = 4 (bf16's tensor-core GEMV 85), 263 at M = 16, where dequantizing (~120 µs for 235 MB of
-// bf16) plus the bf16 GEMV (95) is the lesser cost.
-constexpr int kQuantGemvMaxM = 8;
+// Rows of x up to which fp8 / int4 weights take the quantized GEMV (gemv_quant.h: the register
+// kernel at M = 1, the tensor-core kernel above); past the GEMV's limit they are dequantized to
+// bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call.
+constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
 
 cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
   cuda_impl::DeviceLinear d;

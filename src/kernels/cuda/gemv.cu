@@ -74,7 +74,7 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
   const dim3 block(32 * kRowTiles * kKSlices);
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
-                              f.norm_weight, f.eps, f.accumulate, f.rope);
+                              f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
   };
   using detail::gemv_mma_kernel;
   if constexpr (std::is_same_v<OutT, bf16>) {

@@ -12,6 +12,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_mma.cuh"
 #include "kernels/cuda/gemv_quant.h"
+#include "kernels/cuda/gemv_weights.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda::detail {
@@ -23,76 +24,6 @@ __device__ __forceinline__ void store_out(float* p, float v) {
   *p = v;
 }
 
-
-// ---- Weight formats -------------------------------------------------------------------------
-
-template <GemvWeightFormat kW>
-__host__ __device__ constexpr int weight_elems() {
-  return kW == GemvWeightFormat::kBF16 ? 8 : kW == GemvWeightFormat::kFP8 ? 16 : 32;
-}
-
-// 16-byte read-only load that does not allocate in L1 (weights, streamed once).
-__device__ __forceinline__ uint4 load16_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// Four e4m3 bytes (k0..k0+3 in byte order) as fp32 values e4m3 · 2^-120, exactly: the sign and
-// the 7 magnitude bits moved into bf16 position (exponent bias 127 instead of 7, subnormals
-// included), then each bf16 widened by a shift. Relies on fp32 subnormals (no -ftz).
-__device__ __forceinline__ void fp8x4_scaled(uint32_t q, float* f) {
-  const uint32_t odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);          // bytes 1, 3
-  const uint32_t even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);  // bytes 0, 2
-  f[0] = __uint_as_float(even << 16);
-  f[1] = __uint_as_float(odd << 16);
-  f[2] = __uint_as_float(even & 0xFFFF0000u);
-  f[3] = __uint_as_float(odd & 0xFFFF0000u);
-}
-
-// int4 group word (pack_gemv_int4_group): the scale, and the zero point as the bf16 pair
-// (128 + zero, 128 + zero) that dequant8 subtracts.
-__device__ __forceinline__ float int4_scale(uint32_t g) {
-  return __uint_as_float(g & 0xFFFFFF00u);
-}
-__device__ __forceinline__ uint32_t int4_zero_word(uint32_t g) {
-  return 0x43004300u | ((g & 0xFFu) * 0x00010001u);
-}
-
-// Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as e4m3 · 2^-120 (the
-// row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled. The int4 word holds
-// element 2s in nibble s and 2s + 1 in nibble 4 + s: (word >> 4s) & 0x000F000F | 0x43004300 is
-// the bf16 pair (128 + q); the bf16 subtraction of 128 + zero is exact (small integers).
-template <GemvWeightFormat kW>
-__device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, float (&f)[8]) {
-  if constexpr (kW == GemvWeightFormat::kBF16) {
-    to_float8(as_bf16x8(raw), f);
-  } else if constexpr (kW == GemvWeightFormat::kFP8) {
-    fp8x4_scaled(word(raw, 2 * j), f);
-    fp8x4_scaled(word(raw, 2 * j + 1), f + 4);
-  } else {
-    const uint32_t q = word(raw, j);
-    __nv_bfloat162 z;
-    __builtin_memcpy(&z, &zw, 4);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
-      __nv_bfloat162 p;
-      __builtin_memcpy(&p, &t, 4);
-      p = __hsub2(p, z);
-      uint32_t d;
-      __builtin_memcpy(&d, &p, 4);
-      f[2 * s] = __uint_as_float(d << 16);
-      f[2 * s + 1] = __uint_as_float(d & 0xFFFF0000u);
-    }
-  }
-}
 
 // ---- Register kernel (any M ≤ 16) ---------------------------------------------------------
 

@@ -1,4 +1,5 @@
-// The tensor-core skinny GEMM of gemv.cu (2 ≤ M ≤ 16; include from gemv.cu only).
+// The tensor-core skinny GEMM of gemv.cu and gemv_quant.cu (2 ≤ M ≤ 16; include from those and
+// gemv_kernel.cuh only), generic over the weights' format (gemv_weights.cuh).
 //
 // Why tensor cores for a memory-bound op (H100, 4096 → 4096, M = 16): 33.6 MB of weights, a
 // ~10 µs floor at 3.3 TB/s. The register kernel spends per weight element one bf16 → fp32
@@ -28,6 +29,7 @@
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_weights.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda::detail {
@@ -62,14 +64,24 @@ __device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_
 // gemv_kernel (gemv.cu). Grid: one CTA per 16·kRowTiles rows (pairs: 8·kRowTiles pairs).
 // kPairs: the `pairs` epilogue of gemv_kernel (SiLU, or RoPE with rope.D > 0), a template
 // parameter so that the plain kernel carries none of its registers (nor sincosf's slow path).
+//
+// kW: fp8 / int4 weights (`wq`; `w` unused), each 16-byte load holding kE = 16 / 32 weights:
+// lane (g, q) takes loads 8c + q + 4j (j ∈ {0, 1}) of chunk c, so the four lanes of a row group
+// read 4 adjacent loads — 128 contiguous k for int4, one group when G ≥ 128 (gemv_quant_mma_ok)
+// — and each load is dequantized to bf16 pieces of 8 k (dequant_bf16) that run the bf16 path's
+// two mma each. int4: the pieces of one load accumulate apart and are scaled by the row's group
+// scale; fp8: the row scale (× 2^8) is applied to the sums.
 template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
-          typename OutT>
+          typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16>
 __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
     gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                     const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
-                    const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope) {
+                    const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope,
+                    GemvWeights wq) {
   static_assert(!kPairs || std::is_same_v<OutT, bf16>, "the pair epilogues write bf16");
   constexpr bool kNorm = kIn == GemvInput::kRmsNorm, pairs = kPairs;
+  constexpr bool kQuant = kW != GemvWeightFormat::kBF16, kInt4 = kW == GemvWeightFormat::kInt4;
+  constexpr int kE = weight_elems<kW>();  // weights per 16-byte load
   pdl_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -85,8 +97,17 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
 #pragma unroll
   for (int e = 0; e < 2; ++e)
     row[e] = pairs ? pair_row(min(tile * 8 + g, half - 1), e) : min(tile * 16 + g + 8 * e, N - 1);
-  const bf16* wrow0 = w + static_cast<int64_t>(row[0]) * K;
-  const bf16* wrow1 = w + static_cast<int64_t>(row[1]) * K;
+  const int pieces = K / kE;  // 16-byte loads per row; 8 per chunk and row
+  const char* wbase = kQuant ? static_cast<const char*>(wq.data) : reinterpret_cast<const char*>(w);
+  const char* wrow0 = wbase + static_cast<int64_t>(row[0]) * pieces * 16;
+  const char* wrow1 = wbase + static_cast<int64_t>(row[1]) * pieces * 16;
+  const uint32_t* grow0 = nullptr;  // int4: the rows' group words; load pc is in group pc >> gshift
+  const uint32_t* grow1 = nullptr;
+  const int gshift = kInt4 ? __ffs(wq.group_size / 32) - 1 : 0;
+  if constexpr (kInt4) {
+    grow0 = wq.groups + static_cast<int64_t>(row[0]) * (K / wq.group_size);
+    grow1 = wq.groups + static_cast<int64_t>(row[1]) * (K / wq.group_size);
+  }
 
   // RoPE inputs (no kernel of the step writes them): sin/cos of this lane's pair for its tokens
   // 2q + i of each tile, before the wait.
@@ -107,8 +128,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
       }
   }
 
-  const int pieces = K / 8;  // 16-byte pieces per row; 64-wide chunk c holds pieces 8c .. 8c + 7
-  const int chunks = (pieces + 7) / 8;
+  const int chunks = (pieces + 7) / 8;  // bf16: 64-wide chunk c holds pieces 8c .. 8c + 7
   float acc[kTiles][4] = {};
   float ss[kTiles] = {};  // Σ x² of token t·8 + g over this lane's pieces (kRmsNorm)
   // With `accumulate`, the epilogue lanes load the old outputs right after the wait, so those
@@ -134,8 +154,11 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
   // x is loaded and its mma run.
   struct Stage {
     uint4 a[kUnroll][2], b[kUnroll][2];
+    uint32_t ga[kUnroll][2], gb[kUnroll][2];  // int4: the loads' group words
   };
-  const auto piece = [&](int c0, int u, int j) { return 8 * (c0 + u * kKSlices) + 2 * q + j; };
+  const auto piece = [&](int c0, int u, int j) {
+    return 8 * (c0 + u * kKSlices) + (kQuant ? q + 4 * j : 2 * q + j);
+  };
   const auto load_w = [&](Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -143,64 +166,113 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
       for (int j = 0; j < 2; ++j) {
         const int pc = piece(c0, u, j);
         const bool ok = pc < pieces;
-        st.a[u][j] = ok ? as_uint4(load8_stream(wrow0 + pc * 8)) : make_uint4(0, 0, 0, 0);
-        st.b[u][j] = ok ? as_uint4(load8_stream(wrow1 + pc * 8)) : make_uint4(0, 0, 0, 0);
+        st.a[u][j] = ok ? load16_stream(wrow0 + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
+        st.b[u][j] = ok ? load16_stream(wrow1 + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
+        if constexpr (kInt4) {
+          st.ga[u][j] = ok ? __ldg(grow0 + (pc >> gshift)) : 0u;
+          st.gb[u][j] = ok ? __ldg(grow1 + (pc >> gshift)) : 0u;
+        }
       }
   };
   // x (and γ) of the stage first, then the mma. With the RMS-norm input the B operand x·γ is
   // fp32: it is fed as hi + lo, two bf16 terms (hi = bf16(v), lo = bf16(v − hi)), so the product
   // keeps ~16 bits as gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
-  const auto compute = [&](const Stage& st, int c0) {
-    uint4 xr[kUnroll][2][kTiles];
-    uint4 gr[kUnroll][2];
+  // One 8-k piece: x (and γ) of token tiles at k0, then the two mma per tile with the weight
+  // pieces wa (row g) and wb (row g + 8) into d.
+  const auto mma_piece = [&](const uint4& wa, const uint4& wb, const uint4 (&xr)[kTiles],
+                             const uint4& gr, float (&d)[kTiles][4]) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      uint4 hi = xr[t], lo = make_uint4(0, 0, 0, 0);
+      if constexpr (kNorm) {
+        float xf[8], gf[8], hf[8];
+        to_float8(as_bf16x8(hi), xf);
+        to_float8(as_bf16x8(gr), gf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          ss[t] = fmaf(xf[e], xf[e], ss[t]);
+          xf[e] *= gf[e];
+        }
+        const Bf16x8 h8 = from_float8(xf);
+        to_float8(h8, hf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) hf[e] = xf[e] - hf[e];
+        hi = as_uint4(h8);
+        lo = as_uint4(from_float8(hf));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y,
+                                h ? wb.w : wb.y};
+        mma_16816(d[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
+        if constexpr (kNorm) mma_16816(d[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
+      }
+    }
+  };
+  // Quantized weights: per load, its kE / 8 pieces dequantized to bf16 (x loaded per piece).
+  const auto compute_quant = [&](const Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int pc = piece(c0, u, j);
-        const bool ok = pc < pieces;
-        if constexpr (kNorm)
-          gr[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
+        const bool ok = pc < pieces;  // else x is zero: the load adds nothing
+        const uint32_t za = kInt4 ? int4_zero_word(st.ga[u][j]) : 0u;
+        const uint32_t zb = kInt4 ? int4_zero_word(st.gb[u][j]) : 0u;
+        float part[kTiles][4] = {};
 #pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          const int m = t * 8 + g;
-          xr[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
-                                    : make_uint4(0, 0, 0, 0);
-        }
-      }
+        for (int v = 0; v < kE / 8; ++v) {
+          const int64_t k0 = int64_t{pc} * kE + 8 * v;
+          uint4 xr[kTiles], gr = make_uint4(0, 0, 0, 0);
+          if constexpr (kNorm)
+            if (ok) gr = as_uint4(load8(gamma + k0));
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint4 wa = st.a[u][j], wb = st.b[u][j];
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          uint4 hi = xr[u][j][t], lo = make_uint4(0, 0, 0, 0);
-          if constexpr (kNorm) {
-            float xf[8], gf[8], hf[8];
-            to_float8(as_bf16x8(hi), xf);
-            to_float8(as_bf16x8(gr[u][j]), gf);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              ss[t] = fmaf(xf[e], xf[e], ss[t]);
-              xf[e] *= gf[e];
-            }
-            const Bf16x8 h8 = from_float8(xf);
-            to_float8(h8, hf);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) hf[e] = xf[e] - hf[e];
-            hi = as_uint4(h8);
-            lo = as_uint4(from_float8(hf));
+          for (int t = 0; t < kTiles; ++t) {
+            const int m = t * 8 + g;
+            xr[t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + k0))
+                                : make_uint4(0, 0, 0, 0);
           }
+          mma_piece(dequant_bf16<kW>(st.a[u][j], v, za), dequant_bf16<kW>(st.b[u][j], v, zb), xr,
+                    gr, kInt4 ? part : acc);
+        }
+        if constexpr (kInt4) {
+          const float sa = int4_scale(st.ga[u][j]), sb = int4_scale(st.gb[u][j]);
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y,
-                                    h ? wb.w : wb.y};
-            mma_16816(acc[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
-            if constexpr (kNorm) mma_16816(acc[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
+          for (int t = 0; t < kTiles; ++t) {
+            acc[t][0] = fmaf(sa, part[t][0], acc[t][0]);
+            acc[t][1] = fmaf(sa, part[t][1], acc[t][1]);
+            acc[t][2] = fmaf(sb, part[t][2], acc[t][2]);
+            acc[t][3] = fmaf(sb, part[t][3], acc[t][3]);
           }
         }
       }
+  };
+  const auto compute = [&](const Stage& st, int c0) {
+    if constexpr (kQuant) {
+      compute_quant(st, c0);
+    } else {
+      uint4 xr[kUnroll][2][kTiles];
+      uint4 gr[kUnroll][2] = {};
+  #pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+  #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int pc = piece(c0, u, j);
+          const bool ok = pc < pieces;
+          if constexpr (kNorm)
+            gr[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
+  #pragma unroll
+          for (int t = 0; t < kTiles; ++t) {
+            const int m = t * 8 + g;
+            xr[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
+                                      : make_uint4(0, 0, 0, 0);
+          }
+        }
+  #pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+  #pragma unroll
+        for (int j = 0; j < 2; ++j) mma_piece(st.a[u][j], st.b[u][j], xr[u][j], gr[u][j], acc);
+    }
   };
 
   // The weights do not depend on the previous kernel: the first stage is loaded before the wait.
@@ -217,6 +289,17 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
     load_w(s0, c0 + kStride);
     compute(s1, c0);
     c0 += kStride;
+  }
+
+  if constexpr (kW == GemvWeightFormat::kFP8) {  // the row scales, with dequant_bf16's 2^8
+    const float sa = wq.row_scale[row[0]] * 256.0f, sb = wq.row_scale[row[1]] * 256.0f;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      acc[t][0] *= sa;
+      acc[t][1] *= sa;
+      acc[t][2] *= sb;
+      acc[t][3] *= sb;
+    }
   }
 
   // Sum the k slices; the ks = 0 warps keep the totals. Σ x²: over the 4 lanes of a token, then

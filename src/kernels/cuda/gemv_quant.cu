@@ -36,14 +36,43 @@ cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, con
       f.norm_weight, f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
 
-// M = 1: 64-thread CTAs of 4 rows, two loads in flight per row: a 16-byte load holds 2× (fp8) or
-// 4× (int4) the weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each
-// CTA one or two loads per thread and row (bench r41: int4 at 29–56 % of read bandwidth with it).
-// Above: up to 4 or 16 rows of x per CTA, the weights dequantized once for all of them.
+// The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile and 8 k slices
+// per CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
+template <GemvInput kIn, W kW>
+cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
+                       bf16* out, int M, int N, int K, cudaStream_t s) {
+  constexpr int kRowTiles = 1, kKSlices = 8;
+  const bool pairs = f.silu_pairs || f.rope.D > 0;
+  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles);
+  const auto go = [&](auto kernel) {
+    return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
+                              static_cast<const bf16*>(nullptr), bias, out, M, N, K,
+                              f.norm_weight, f.eps, f.accumulate, f.rope, w);
+  };
+  using detail::gemv_mma_kernel;
+  if (pairs)
+    return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, true, bf16, kW>)
+                  : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, true, bf16, kW>);
+  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, false, bf16, kW>)
+                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, false, bf16, kW>);
+}
+
+// The tensor-core kernel needs one int4 group across a row group's four adjacent loads (128 k).
+bool mma_ok(const GemvWeights& w) {
+  return w.format == W::kFP8 || w.group_size >= 128;
+}
+
+// M = 1: the register kernel in 64-thread CTAs of 4 rows, two loads in flight per row: a 16-byte
+// load holds 2× (fp8) or 4× (int4) the weights of a bf16 one, so the bf16 kernel's 128 threads ×
+// 2 rows would leave each CTA one or two loads per thread and row (bench r41: int4 at 29–56 % of
+// read bandwidth with it; r42: t64r4u2 within 10 % of the best per shape). 2 ≤ M ≤ 16: the
+// tensor-core kernel, whose mma takes the weights once for all rows of x (the register kernel
+// spends M FMAs per weight: r42, fp8 gate/up at M = 16 in 263 µs against bf16's 95).
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
   if (M == 1) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  if (mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   return launch<16, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
 }
@@ -63,6 +92,8 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
     *err = launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else if (is(64, 2, 2))
     *err = launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (is(256, 16, 1) && mma_ok(w))  // the tensor-core kernel at M = 1
+    *err = launch_mma<kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else
     return false;
   return true;

@@ -1,6 +1,8 @@
-// Decode-shaped linear layer with low-precision weights: the register GEMV of gemv.h (every fusion
+// Decode-shaped linear layer with low-precision weights: the GEMV kernels of gemv.h (every fusion
 // of gemv_fused: RMS-norm input, residual add, SiLU pairs, RoPE + KV write) reading fp8 or int4
-// weights and dequantizing them in registers; bf16 activations, fp32 accumulation, M = 1..16.
+// weights and dequantizing them in registers — to fp32 in the register kernel (M = 1), to bf16
+// pairs for mma.sync in the tensor-core kernel (2 ≤ M ≤ 16; int4 there needs G ≥ 128, smaller
+// groups take the register kernel); bf16 activations, fp32 accumulation.
 // Prefill-sized M: dequantize_weights into a bf16 buffer, then the bf16 GEMM (linear.h).
 //
 // The meaning is model/weights.h QuantLinear's (CpuOps dequantizes the same way):
@@ -50,8 +52,9 @@ Status gemv_fused_quant(const GemvFusion& f, const __nv_bfloat16* x, const GemvW
                         const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                         cudaStream_t stream);
 
-// Benchmark only: M = 1 with an explicit register configuration (GemvConfig: threads, rows per
-// CTA, loads in flight per row). Built: t128r2u2, t64r4u2 (dispatched), t64r4u1, t64r2u2.
+// Benchmark only: M = 1 with an explicit configuration (GemvConfig: threads, rows per CTA, loads
+// in flight per row). Built: the register kernel's t128r2u2, t64r4u2 (dispatched), t64r4u1,
+// t64r2u2; t256r16u1 = the tensor-core kernel that 2 ≤ M ≤ 16 take (fp8, and int4 with G ≥ 128).
 Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f,
                                     const __nv_bfloat16* x, const GemvWeights& w,
                                     const __nv_bfloat16* bias, __nv_bfloat16* out, int N, int K,
