@@ -199,21 +199,21 @@ def is_latency(run):
 def latency_section(runs):
     """`ceiling bench latency` runs: one row per result file."""
     out = ["## Decode latency (`ceiling bench latency`)", "",
-           "Random-weight models of the named shape, bf16. `floor` is bytes_per_step (weights once + KV) at the "
+           "Random-weight models of the named shape, bf16 unless `weights` says fp8 / int4 (quantized on load). `floor` is bytes_per_step (weights once + KV) at the "
            "read bandwidth measured in the same process; `transformers` is Hugging Face transformers' eager "
            "decode of the same model on the same GPU in the same run. `predicted` is the layer-2 roofline of "
            "the step (`ceiling roofline` at the run's context), `gap` measured / predicted (runs before the "
            "prediction was recorded leave both empty). TP: tensor-parallel ranks (`x2p`: over two processes); "
            "under TP the floor is one GPU's share of the bytes and `% of floor+AR` adds the roofline's "
            "all-reduce time to it.", "",
-           "| file | model | GPU | TP | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms "
+           "| file | model | GPU | weights | TP | batch | in/out | graphs | TTFT ms | ms/token | tokens/s | floor ms "
            "| % of floor | % of floor+AR | GB/s | predicted ms | gap | transformers tok/s | speedup | git |",
-           "|" + "---|" * 19]
+           "|" + "---|" * 20]
     for name, r in runs:
         base = r.get("baseline_tokens_per_s")
         tps = r.get("tokens_per_s")
         out.append("| " + " | ".join([
-            f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")),
+            f"`{name}`", str(r.get("model", "")), str(r.get("gpu", "")), str(r.get("weights", "bf16")),
             str(r.get("tensor_parallel_size", 1)) + (f"x{r['processes']}p" if r.get("processes", 1) > 1 else ""),
             str(r.get("batch", "")),
             f"{r.get('input_len', '')}/{r.get('output_len', '')}", "on" if r.get("cuda_graphs") else "off",

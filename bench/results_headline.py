@@ -38,6 +38,8 @@ def latest_latency(latency):
             continue
         if run.get("tensor_parallel_size", 1) > 1:  # tp_table's
             continue
+        if run.get("weights", "bf16") != "bf16":  # lowprec_table's
+            continue
         key = (run.get("model", m["model"]), int(run.get("batch", m["b"] or 1)))
         g = best.setdefault(m["gpu"], {})
         if key not in g or run_order(m) >= run_order(LATENCY.match(g[key][0])):
@@ -203,12 +205,47 @@ def tp_table(rows):
     return out + [""]
 
 
+def latest_lowprec(latency):
+    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: the newest run tag with
+    fp8 / int4 weights per GPU, every weights format and batch of that tag."""
+    by_tag = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if not m or m["x"] or m["eager"] or run.get("tensor_parallel_size", 1) > 1:
+            continue
+        by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
+    out = {}
+    for (gpu, order), runs in sorted(by_tag.items()):
+        if not any(r.get("weights", "bf16") != "bf16" for _, r in runs):
+            continue
+        base = {r.get("batch"): r for _, r in runs if r.get("weights", "bf16") == "bf16"}
+        rank = {"bf16": 0, "fp8": 1, "int4": 2}
+        rows = sorted(runs, key=lambda nr: (nr[1].get("batch", 1), rank.get(nr[1].get("weights"), 9)))
+        out[gpu] = [(n, r, base.get(r.get("batch"))) for n, r in rows]  # the newest tag wins
+    return out
+
+
+def lowprec_table(rows):
+    out = ["**Low-precision decode** (one run; random weights quantized on load, `--quantization`; speed-up "
+           "against bf16 at the same batch in the same run; floor: the step's bytes in that format at the "
+           "measured bandwidth; TTFT includes dequantizing every weight for the prefill GEMMs)", "",
+           "| model | weights | batch | ms/token | tokens/s | × bf16 | % of floor | predicted gap | TTFT ms | run |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r, base in rows:
+        w = r.get("weights", "bf16") + (f" g{r['group_size']}" if r.get("weights") == "int4" else "")
+        sp = r["tokens_per_s"] / base["tokens_per_s"] if base and r.get("tokens_per_s") else None
+        out.append(f"| {r.get('model', '')} | {w} | {r.get('batch', '')} | {fmt(r.get('ms_per_token'), '.3f')} "
+                   f"| {fmt(r.get('tokens_per_s'), '.1f')} | {fmt(sp, '.2f')} | {fmt(r.get('pct_of_floor'), '.1f')} "
+                   f"| {fmt(r.get('prediction_gap'), '.2f')} | {fmt(r.get('ttft_ms'), '.1f')} | {link(name)} |")
+    return out + [""]
+
+
 def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
     lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
-    tp = latest_tp(latency)
+    tp, low = latest_tp(latency), latest_lowprec(latency)
     out = []
-    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low)):
         out += [f"## {gpu.upper()} — latest", ""]
         if gpu in thr:
             out += throughput_table(thr[gpu])
@@ -219,6 +256,8 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
             out += [f"![tokens/s vs batch]({os.path.relpath(png, md_dir)})", ""]
         if gpu in tp:
             out += tp_table(tp[gpu])
+        if gpu in low:
+            out += lowprec_table(low[gpu])
         if gpu in ker:
             name, run = ker[gpu]
             out += kernel_table(name, run)

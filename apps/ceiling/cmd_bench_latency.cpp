@@ -186,9 +186,9 @@ int run_latency_bench(LatencyArgs a) {
       {"timestamp", utc_now()},
       {"seed", a.lat.seed},
   };
-  fmt::print("{} on {}: {} weights, batch {}, input {}, output {}, graphs {}\n",
-             model.config.name, j["gpu"].get<std::string>(), j["weights"].get<std::string>(),
-             a.lat.batch, a.lat.input_len, a.lat.output_len, a.no_graphs ? "off" : "on");
+  fmt::print("{} on {}: {} weights, batch {}, input {}, output {}, graphs {}\n", model.config.name,
+             j["gpu"].get<std::string>(), j["weights"].get<std::string>(), a.lat.batch,
+             a.lat.input_len, a.lat.output_len, a.no_graphs ? "off" : "on");
   fmt::print(
       "  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
       "({:.1f}% of floor) | predicted {:.3f} ms (layer 2) | read ceiling {:.0f} GB/s | {}\n",

@@ -63,8 +63,9 @@ void QuantWeightPool::fill(uint64_t seed, cudaStream_t s, bool set0_only) {
   scale_.resize(fp8 ? size_t(N_) : groups);
   zero_.assign(groups, 0);
   // fp8: |W| ≤ 0.1 (448 · scale); int4: steps of 2e-3..2e-2 as bf16 values.
-  for (float& v : scale_) v = fp8 ? rng.uniform(0.5f, 1.0f) * 0.1f / kE4m3Max
-                                  : bf16_to_f32(f32_to_bf16(rng.uniform(2e-3f, 2e-2f)));
+  for (float& v : scale_)
+    v = fp8 ? rng.uniform(0.5f, 1.0f) * 0.1f / kE4m3Max
+            : bf16_to_f32(f32_to_bf16(rng.uniform(2e-3f, 2e-2f)));
   for (uint8_t& z : zero_) z = static_cast<uint8_t>(rng.next() & 0xF);
 
   // Device image of one set: the data (int4 packed), then row scales (fp8) or group words.

@@ -32,7 +32,7 @@ class QuantWeightPool {
   int N_ = 0, K_ = 0, G_ = 0, copies_ = 0;
   size_t data_stride_ = 0, aux_stride_ = 0;  // bytes per set, 256-aligned
   DeviceBuffer buf_;                         // [copies] × (data, then row scales / groups)
-  std::vector<uint8_t> q_, zero_;  // the last draw in QuantLinear's host layout
+  std::vector<uint8_t> q_, zero_;            // the last draw in QuantLinear's host layout
   std::vector<float> scale_;
 };
 

@@ -89,7 +89,8 @@ void quantize_projections(ModelWeights& w, WeightFormat format, int int4_group_s
                  "quantize: unsupported format {}", weight_format_name(format));
   // Layers in parallel (an 8B model: 7 G weights), each thread into an arena of its own.
   const int L = static_cast<int>(w.layers.size());
-  const int T = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(L, 1));
+  const int T =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(L, 1));
   std::vector<WeightArena> arenas(T);
   std::vector<std::exception_ptr> errors(T);
   const auto work = [&](int t) {

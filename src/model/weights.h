@@ -62,17 +62,17 @@ struct QuantLinear {
 };
 
 struct LayerWeights {
-  TensorView input_norm;           // [H]
-  TensorView q_proj;               // [Hq*D, H]
-  TensorView k_proj;               // [Hkv*D, H]
-  TensorView v_proj;               // [Hkv*D, H]
+  TensorView input_norm;              // [H]
+  TensorView q_proj;                  // [Hq*D, H]
+  TensorView k_proj;                  // [Hkv*D, H]
+  TensorView v_proj;                  // [Hkv*D, H]
   TensorView q_bias, k_bias, v_bias;  // [Hq*D], [Hkv*D], [Hkv*D]; data == nullptr when absent
-  TensorView q_norm, k_norm;       // [D] (Qwen3 per-head RMSNorm); data == nullptr when absent
-  TensorView o_proj;               // [H, Hq*D]
-  TensorView post_attn_norm;       // [H]
-  TensorView gate_proj;            // [I, H]
-  TensorView up_proj;              // [I, H]
-  TensorView down_proj;            // [H, I]
+  TensorView q_norm, k_norm;          // [D] (Qwen3 per-head RMSNorm); data == nullptr when absent
+  TensorView o_proj;                  // [H, Hq*D]
+  TensorView post_attn_norm;          // [H]
+  TensorView gate_proj;               // [I, H]
+  TensorView up_proj;                 // [I, H]
+  TensorView down_proj;               // [H, I]
   // The low-precision form of each projection, by Proj. Where quant[p].quantized(), the dense
   // view of that projection above is empty (data == nullptr) and the kernels read quant[p].
   std::array<QuantLinear, kNumProj> quant;
@@ -86,7 +86,7 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  TensorView embed;       // [V, H]
+  TensorView embed;  // [V, H]
   std::vector<LayerWeights> layers;
   TensorView final_norm;  // [H]
   TensorView lm_head;     // [V, H]; the same view as `embed` when tie_word_embeddings

@@ -115,8 +115,7 @@ void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int
 
 }  // namespace
 
-double decode_weight_bytes(const ModelConfig& c, int batch, WeightFormat weights,
-                           int group_size) {
+double decode_weight_bytes(const ModelConfig& c, int batch, WeightFormat weights, int group_size) {
   const double H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const double Q = c.q_dim(), KV = c.kv_dim(), D = c.head_dim;
   // One projection W [N, K] in its format.

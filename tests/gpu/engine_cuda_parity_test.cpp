@@ -12,10 +12,10 @@
 
 #include "engine/cpu_ops.h"
 #include "engine/cuda/cuda_ops.h"
-#include "serve/generate.h"
 #include "engine/test_model.h"
-#include "model/quantize.h"
 #include "engine_test_util.h"
+#include "model/quantize.h"
+#include "serve/generate.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
 

@@ -6,12 +6,13 @@
 // 128. Weights are random codes of the format (all finite E4M3 values, every nibble and zero
 // point); outputs NaN-poisoned. Then dequantize_weights bit-exact against the reference rounded
 // to bf16, and the one-line errors.
+#include "kernels/cuda/gemv_quant.h"
+
 #include <vector>
 
 #include "bench/cases/gemv_fused.h"
 #include "bench/quant_weights.h"
 #include "gpu_test_util.h"
-#include "kernels/cuda/gemv_quant.h"
 
 namespace ceiling {
 namespace {
@@ -51,9 +52,8 @@ TEST(GpuGemvQuant, MatchesDequantizedReference) {
   // The engine's 8B decode shapes, int4 with G = 128.
   for (W fmt : {W::kFP8, W::kInt4}) {
     const int G = fmt == W::kInt4 ? 128 : 0;
-    expect_case_passes(*bench::make_gemv_quant_case(fmt, G, In::kRmsNorm, false, false, 1, 6144,
-                                                    4096),
-                       s);
+    expect_case_passes(
+        *bench::make_gemv_quant_case(fmt, G, In::kRmsNorm, false, false, 1, 6144, 4096), s);
     expect_case_passes(
         *bench::make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 28672, 4096), s);
     expect_case_passes(
@@ -69,12 +69,12 @@ TEST(GpuGemvQuant, RopeEpilogueMatchesReference) {
   Stream s;
   for (W fmt : {W::kFP8, W::kInt4})
     for (int M : {1, 2, 5, 16})
-      for (const auto& [H, Hq, Hkv, D] : {std::tuple{64, 2, 2, 16}, std::tuple{1056, 4, 1, 64},
-                                          std::tuple{4096, 32, 8, 128}})
-        expect_case_passes(*bench::make_gemv_quant_rope_case(
-                               fmt, fmt == W::kInt4 ? (H % 128 == 0 ? 128 : 32) : 0, M, H, Hq,
-                               Hkv, D),
-                           s);
+      for (const auto& [H, Hq, Hkv, D] :
+           {std::tuple{64, 2, 2, 16}, std::tuple{1056, 4, 1, 64}, std::tuple{4096, 32, 8, 128}})
+        expect_case_passes(
+            *bench::make_gemv_quant_rope_case(fmt, fmt == W::kInt4 ? (H % 128 == 0 ? 128 : 32) : 0,
+                                              M, H, Hq, Hkv, D),
+            s);
 }
 
 // The GEMM path's dequantization: bit-exact against bf16(dequantize_row) (fp8: e4m3 · scale in

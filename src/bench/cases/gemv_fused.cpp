@@ -174,8 +174,9 @@ class GemvFusedCase : public CaseBase {
     const auto w = to_host(w_.at(0), w_.n(), s);
     const auto b = to_host(b_.at(0), b_.n(), s);
     std::vector<float> wq = w_fmt_.quant() ? w_fmt_.q.dequantized() : std::vector<float>{};
-    TensorView wv = w_fmt_.quant() ? TensorView(wq.data(), DType::kF32, {N_, K_})
-                                   : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
+    TensorView wv = w_fmt_.quant()
+                        ? TensorView(wq.data(), DType::kF32, {N_, K_})
+                        : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
     TensorView bv(const_cast<bf16*>(b.data()), DType::kBF16, {N_});
     std::vector<float> ref(size_t(M_) * N_);
     cpu::linear(in.data(), wv, bias_ ? &bv : nullptr, M_, ref.data());
@@ -312,8 +313,8 @@ class GemvRopeCase : public CaseBase {
       return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set), nullptr,
                                                 out_.at(set), N(), H_, s);
     if (w_fmt_.quant())
-      return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), nullptr, out_.at(set), M_,
-                                    N(), H_, s);
+      return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), nullptr, out_.at(set), M_, N(),
+                                    H_, s);
     if (cfg_)
       return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set), nullptr, out_.at(set),
                                           N(), H_, s);
@@ -342,8 +343,9 @@ class GemvRopeCase : public CaseBase {
     }
     const auto w = to_host(w_.at(0), w_.n(), s);
     std::vector<float> wq = w_fmt_.quant() ? w_fmt_.q.dequantized() : std::vector<float>{};
-    TensorView wv = w_fmt_.quant() ? TensorView(wq.data(), DType::kF32, {N(), H_})
-                                   : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N(), H_});
+    TensorView wv = w_fmt_.quant()
+                        ? TensorView(wq.data(), DType::kF32, {N(), H_})
+                        : TensorView(const_cast<bf16*>(w.data()), DType::kBF16, {N(), H_});
     std::vector<float> qkv(size_t(M_) * N());
     cpu::linear(in.data(), wv, nullptr, M_, qkv.data());
     for (float& v : qkv) v = round_bf16(v);
@@ -496,8 +498,8 @@ void register_gemv_fused_cases(CaseList& out) {
       const int G = fmt == WFmt::kInt4 ? 128 : 0;
       out.push_back(make_gemv_quant_rope_case(fmt, G, 1, m.H, m.Hq, m.Hkv, m.D, c));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.H, false, c));
-      out.push_back(make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false,
-                                         c));
+      out.push_back(
+          make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, c));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.I, false, c));
     }
   // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).

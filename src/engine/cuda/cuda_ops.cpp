@@ -126,18 +126,19 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
     if (rows <= kQuantGemvMaxM) {
       cuda::GemvFusion f;
       f.accumulate = accumulate;
-      cuda::gemv_fused_quant(f, bf16_ptr(x, "linear input"), w.w, b, static_cast<bf16*>(out),
-                             rows, w.N, w.K, stream_)
+      cuda::gemv_fused_quant(f, bf16_ptr(x, "linear input"), w.w, b, static_cast<bf16*>(out), rows,
+                             w.N, w.K, stream_)
           .throw_if_error();
       return;
     }
-    cuda::dequantize_weights(w.w, w.N, w.K, static_cast<bf16*>(weights_.dequant_scratch.get()), stream_)
+    cuda::dequantize_weights(w.w, w.N, w.K, static_cast<bf16*>(weights_.dequant_scratch.get()),
+                             stream_)
         .throw_if_error();
     wd = weights_.dequant_scratch.get();
   }
   linear_
-      ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(wd), b, out, out_dtype, rows,
-            w.N, w.K, stream_, accumulate)
+      ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(wd), b, out, out_dtype, rows, w.N,
+            w.K, stream_, accumulate)
       .throw_if_error();
 }
 
@@ -243,8 +244,8 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
         fu.rope.Hkv = config_.num_kv_heads;
         fu.rope.D = config_.head_dim;
       }
-      gemv_fused(fu, x, f.qkv, bias,
-                 TensorView(qkv_, DType::kBF16, {rows, f.qkv.N}, Device::kCuda), rows);
+      gemv_fused(fu, x, f.qkv, bias, TensorView(qkv_, DType::kBF16, {rows, f.qkv.N}, Device::kCuda),
+                 rows);
     } else {
       linear(x, f.qkv, bias, qkv_, DType::kBF16, rows);
     }

@@ -135,8 +135,7 @@ DeviceWeights upload_weights(const ModelConfig& c, const ModelWeights& host, cud
   auto place = [&](const TensorView& src, size_t off) { pieces.push_back({&src, off}); };
   size_t scratch_bytes = 0;  // the largest quantized group's bf16 image
   // The projections `projs` of layer l, rows concatenated, each [rows, K].
-  auto place_group = [&](int l, std::initializer_list<std::pair<Proj, int64_t>> projs,
-                         int64_t K) {
+  auto place_group = [&](int l, std::initializer_list<std::pair<Proj, int64_t>> projs, int64_t K) {
     const LayerWeights& w = host.layers[l];
     const QuantLinear& q0 = w.quant[projs.begin()->first];
     GroupSlot g;
@@ -174,8 +173,7 @@ DeviceWeights upload_weights(const ModelConfig& c, const ModelWeights& host, cud
                        l, proj_name(p), K);
         const int64_t groups = K / g.group;
         auto packed = std::make_shared<std::vector<uint8_t>>(rows * K / 2);
-        cuda::pack_gemv_int4(static_cast<const uint8_t*>(q.qweight.data), rows, K,
-                             packed->data());
+        cuda::pack_gemv_int4(static_cast<const uint8_t*>(q.qweight.data), rows, K, packed->data());
         auto words = std::make_shared<std::vector<uint8_t>>(rows * groups * 4);
         const auto* sc = static_cast<const float*>(q.scale.data);
         const auto* zp = static_cast<const uint8_t*>(q.zero.data);
@@ -237,15 +235,16 @@ DeviceWeights upload_weights(const ModelConfig& c, const ModelWeights& host, cud
     d.K = static_cast<int>(g.K);
     d.w.format = g.fmt;
     d.w.data = base + g.data;
-    if (g.fmt == cuda::GemvWeightFormat::kFP8) d.w.row_scale = reinterpret_cast<float*>(base + g.aux);
+    if (g.fmt == cuda::GemvWeightFormat::kFP8)
+      d.w.row_scale = reinterpret_cast<float*>(base + g.aux);
     if (g.fmt == cuda::GemvWeightFormat::kInt4) {
       d.w.groups = reinterpret_cast<uint32_t*>(base + g.aux);
       d.w.group_size = g.group;
     }
     if (d.quantized()) {
       const std::string why = cuda::gemv_quant_unsupported(d.w, d.N, d.K);
-      CEILING_ENSURE(why.empty(), "layers.{}.{}: {} weights are not supported on cuda: {}", l,
-                     name, cuda::gemv_weight_format_name(g.fmt), why);
+      CEILING_ENSURE(why.empty(), "layers.{}.{}: {} weights are not supported on cuda: {}", l, name,
+                     cuda::gemv_weight_format_name(g.fmt), why);
     }
     return d;
   };

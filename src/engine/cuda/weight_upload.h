@@ -34,15 +34,15 @@ struct DeviceLinear {
 };
 
 struct FusedLayerWeights {
-  DeviceLinear qkv;     // [Q + 2·KV, H]
-  TensorView qkv_bias;  // [Q + 2·KV] bf16; data == nullptr without attention_bias
-  DeviceLinear o;       // [H, Q]
+  DeviceLinear qkv;      // [Q + 2·KV, H]
+  TensorView qkv_bias;   // [Q + 2·KV] bf16; data == nullptr without attention_bias
+  DeviceLinear o;        // [H, Q]
   DeviceLinear gate_up;  // [2·I, H]
   DeviceLinear down;     // [H, I]
 };
 
 struct DeviceWeights {
-  DeviceBuffer storage;                  // every tensor below lives in it
+  DeviceBuffer storage;  // every tensor below lives in it
   // Device views (bf16), shapes as the host's. A quantized projection's dense view is empty
   // and its QuantLinear holds only format and group size: the kernels read `fused`.
   ModelWeights views;
@@ -50,7 +50,7 @@ struct DeviceWeights {
   // bf16 image of the largest quantized projection: where a prefill-sized GEMM dequantizes its
   // weight first (empty when every projection is dense).
   DeviceBuffer dequant_scratch;
-  uint64_t source_bytes = 0;             // bytes read from the host views
+  uint64_t source_bytes = 0;  // bytes read from the host views
 };
 
 // Called with (source bytes copied so far, total source bytes) after each chunk.

@@ -50,13 +50,18 @@ __device__ __forceinline__ Bf16x8 load8(const bf16* p) {
   return as_bf16x8(*reinterpret_cast<const uint4*>(p));
 }
 
-// Read-only load that does not allocate in L1: data streamed once (weights).
-__device__ __forceinline__ Bf16x8 load8_stream(const bf16* p) {
+// 16-byte read-only load that does not allocate in L1: data streamed once (weights).
+__device__ __forceinline__ uint4 load16_stream(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
-  return as_bf16x8(r);
+  return r;
+}
+
+// The same, as eight bf16.
+__device__ __forceinline__ Bf16x8 load8_stream(const bf16* p) {
+  return as_bf16x8(load16_stream(p));
 }
 
 __device__ __forceinline__ void store8(bf16* p, const Bf16x8& v) {

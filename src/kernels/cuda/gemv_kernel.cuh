@@ -24,9 +24,7 @@ __device__ __forceinline__ void store_out(float* p, float v) {
   *p = v;
 }
 
-
 // ---- Register kernel (any M ≤ 16) ---------------------------------------------------------
-
 
 // CTA b computes rows [b·kRows, b·kRows + kRows) of W for all M ≤ kMaxM rows of x. Thread t
 // owns the 8-element K chunks t, t + kThreads, ...; partial sums are reduced across the CTA.
@@ -72,7 +70,7 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
     return (p / half_d) * rope.D + p % half_d + r * half_d;
   };
   const int n0 = blockIdx.x * (pairs ? kHalf : kRows);
-  const char* wrow[kRows];       // row n's bytes: 16 per chunk
+  const char* wrow[kRows];           // row n's bytes: 16 per chunk
   const uint32_t* grow[kRows] = {};  // int4: row n's groups
   const char* wbase = kW == GemvWeightFormat::kBF16 ? reinterpret_cast<const char*>(w)
                                                     : static_cast<const char*>(wq.data);
@@ -248,8 +246,8 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
             continue;
           }
           if constexpr (std::is_same_v<OutT, bf16>)
-            rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, n, gb, ub,
-                                    rope_sn, rope_cs, rope_slot);
+            rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, n, gb, ub, rope_sn,
+                            rope_cs, rope_slot);
         }
       }
       return;
@@ -270,6 +268,5 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
     }
   }
 }
-
 
 }  // namespace ceiling::cuda::detail

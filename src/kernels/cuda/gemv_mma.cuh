@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
   // keeps ~16 bits as gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
   // One 8-k piece: x (and γ) of token tiles at k0, then the two mma per tile with the weight
   // pieces wa (row g) and wb (row g + 8) into d.
-  const auto mma_piece = [&](const uint4& wa, const uint4& wb, const uint4 (&xr)[kTiles],
-                             const uint4& gr, float (&d)[kTiles][4]) {
+  const auto mma_piece = [&](const uint4& wa, const uint4& wb, const uint4(&xr)[kTiles],
+                             const uint4& gr, float(&d)[kTiles][4]) {
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
       uint4 hi = xr[t], lo = make_uint4(0, 0, 0, 0);
@@ -202,8 +202,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y,
-                                h ? wb.w : wb.y};
+        const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y, h ? wb.w : wb.y};
         mma_16816(d[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
         if constexpr (kNorm) mma_16816(d[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
       }
@@ -253,24 +252,24 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
     } else {
       uint4 xr[kUnroll][2][kTiles];
       uint4 gr[kUnroll][2] = {};
-  #pragma unroll
+#pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int pc = piece(c0, u, j);
           const bool ok = pc < pieces;
           if constexpr (kNorm)
             gr[u][j] = ok ? as_uint4(load8(gamma + pc * 8)) : make_uint4(0, 0, 0, 0);
-  #pragma unroll
+#pragma unroll
           for (int t = 0; t < kTiles; ++t) {
             const int m = t * 8 + g;
             xr[u][j][t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + pc * 8))
                                       : make_uint4(0, 0, 0, 0);
           }
         }
-  #pragma unroll
+#pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < 2; ++j) mma_piece(st.a[u][j], st.b[u][j], xr[u][j], gr[u][j], acc);
     }
   };

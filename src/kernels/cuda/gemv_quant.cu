@@ -29,11 +29,10 @@ using W = GemvWeightFormat;
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW>
 cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                    bf16* out, int M, int N, int K, cudaStream_t s) {
-  return detail::launch_pdl(
-      detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
-      dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, static_cast<const bf16*>(nullptr),
-      bias, out, M, N, K,
-      f.norm_weight, f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
+  return detail::launch_pdl(detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
+                            dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
+                            static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
+                            f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile and 8 k slices
@@ -46,8 +45,8 @@ cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w,
   const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles);
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
-                              static_cast<const bf16*>(nullptr), bias, out, M, N, K,
-                              f.norm_weight, f.eps, f.accumulate, f.rope, w);
+                              static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
+                              f.eps, f.accumulate, f.rope, w);
   };
   using detail::gemv_mma_kernel;
   if (pairs)
@@ -145,7 +144,8 @@ std::string quant_unsupported(const GemvWeights& w, int N, int K) {
   if (K % e != 0)
     return fmt::format("{} weights need K % {} == 0 (K {})", gemv_weight_format_name(w.format), e,
                        K);
-  if (!w.data || !detail::aligned16(w.data)) return "the weight data is null or not 16-byte aligned";
+  if (!w.data || !detail::aligned16(w.data))
+    return "the weight data is null or not 16-byte aligned";
   if (w.format == W::kFP8 && !w.row_scale) return "fp8 weights need their row scales";
   if (w.format == W::kInt4) {
     const int G = w.group_size;
@@ -167,11 +167,10 @@ Status check_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, int
   if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
     return Status::error(
         "gemv_fused_quant: SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
-  if (const GemvRope& r = f.rope; r.D != 0 &&
-                                  (r.D % 2 != 0 || N != (r.Hq + 2 * r.Hkv) * r.D ||
-                                   !r.positions || !r.slot_mapping || !r.inv_freq || !r.k_cache ||
-                                   !r.v_cache || r.block_size < 1 || r.num_blocks < 1 ||
-                                   f.accumulate))
+  if (const GemvRope& r = f.rope;
+      r.D != 0 && (r.D % 2 != 0 || N != (r.Hq + 2 * r.Hkv) * r.D || !r.positions ||
+                   !r.slot_mapping || !r.inv_freq || !r.k_cache || !r.v_cache || r.block_size < 1 ||
+                   r.num_blocks < 1 || f.accumulate))
     return Status::error(
         "gemv_fused_quant: RoPE needs N = (Hq + 2·Hkv)·D, D even, its tables and cache, no "
         "accumulate (N {} Hq {} Hkv {} D {})",
@@ -196,7 +195,7 @@ const char* gemv_weight_format_name(GemvWeightFormat f) {
 }
 
 int gemv_weight_elems_per_load(GemvWeightFormat f) {
-  return f == W::kBF16 ? detail::weight_elems<W::kBF16>()
+  return f == W::kBF16  ? detail::weight_elems<W::kBF16>()
          : f == W::kFP8 ? detail::weight_elems<W::kFP8>()
                         : detail::weight_elems<W::kInt4>();
 }
@@ -217,32 +216,30 @@ std::string gemv_quant_unsupported(const GemvWeights& w, int N, int K) {
   return quant_unsupported(w, N, K);
 }
 
-
 Status gemv_fused_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                         bf16* out, int M, int N, int K, cudaStream_t stream) {
   CEILING_RETURN_IF_ERROR(check_quant(f, x, w, M, N, K));
-  const cudaError_t e =
-      w.format == W::kFP8 ? dispatch_input<W::kFP8>(f, x, w, bias, out, M, N, K, stream)
-                          : dispatch_input<W::kInt4>(f, x, w, bias, out, M, N, K, stream);
+  const cudaError_t e = w.format == W::kFP8
+                            ? dispatch_input<W::kFP8>(f, x, w, bias, out, M, N, K, stream)
+                            : dispatch_input<W::kInt4>(f, x, w, bias, out, M, N, K, stream);
   CEILING_CUDA_RETURN(e);
   return Status();
 }
 
 Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f, const bf16* x,
-                                    const GemvWeights& w, const bf16* bias, bf16* out, int N,
-                                    int K, cudaStream_t stream) {
+                                    const GemvWeights& w, const bf16* bias, bf16* out, int N, int K,
+                                    cudaStream_t stream) {
   CEILING_RETURN_IF_ERROR(check_quant(f, x, w, 1, N, K));
   cudaError_t e = cudaSuccess;
   const bool norm = f.input == GemvInput::kRmsNorm, fp8 = w.format == W::kFP8;
-  const bool built =
-      norm ? (fp8 ? dispatch_config<GemvInput::kRmsNorm, W::kFP8>(cfg, f, x, w, bias, out, N, K,
-                                                                   stream, &e)
-                  : dispatch_config<GemvInput::kRmsNorm, W::kInt4>(cfg, f, x, w, bias, out, N, K,
-                                                                    stream, &e))
-           : (fp8 ? dispatch_config<GemvInput::kPlain, W::kFP8>(cfg, f, x, w, bias, out, N, K,
-                                                                 stream, &e)
-                  : dispatch_config<GemvInput::kPlain, W::kInt4>(cfg, f, x, w, bias, out, N, K,
-                                                                  stream, &e));
+  const bool built = norm ? (fp8 ? dispatch_config<GemvInput::kRmsNorm, W::kFP8>(
+                                       cfg, f, x, w, bias, out, N, K, stream, &e)
+                                 : dispatch_config<GemvInput::kRmsNorm, W::kInt4>(
+                                       cfg, f, x, w, bias, out, N, K, stream, &e))
+                          : (fp8 ? dispatch_config<GemvInput::kPlain, W::kFP8>(
+                                       cfg, f, x, w, bias, out, N, K, stream, &e)
+                                 : dispatch_config<GemvInput::kPlain, W::kInt4>(
+                                       cfg, f, x, w, bias, out, N, K, stream, &e));
   if (!built)
     return Status::error("gemv_fused_quant_with_config: {} not built", gemv_config_name(cfg));
   CEILING_CUDA_RETURN(e);

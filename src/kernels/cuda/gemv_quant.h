@@ -31,10 +31,10 @@ const char* gemv_weight_format_name(GemvWeightFormat f);  // "bf16", "fp8", "int
 
 struct GemvWeights {
   GemvWeightFormat format = GemvWeightFormat::kBF16;
-  const void* data = nullptr;          // see above (bf16: W [N, K])
-  const float* row_scale = nullptr;    // fp8 [N]
-  const uint32_t* groups = nullptr;    // int4 [N, K/G]
-  int group_size = 0;                  // int4: G, a power of two ≥ 32 dividing K
+  const void* data = nullptr;        // see above (bf16: W [N, K])
+  const float* row_scale = nullptr;  // fp8 [N]
+  const uint32_t* groups = nullptr;  // int4 [N, K/G]
+  int group_size = 0;                // int4: G, a power of two ≥ 32 dividing K
 };
 
 // Weights per 16-byte load: 8 (bf16), 16 (fp8), 32 (int4). K must be a multiple of it.

@@ -17,29 +17,43 @@ __host__ __device__ constexpr int weight_elems() {
   return kW == GemvWeightFormat::kBF16 ? 8 : kW == GemvWeightFormat::kFP8 ? 16 : 32;
 }
 
-// 16-byte read-only load that does not allocate in L1 (weights, streamed once).
-__device__ __forceinline__ uint4 load16_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Four e4m3 bytes (k0..k0+3 in byte order) as fp32 values e4m3 · 2^-120, exactly: the sign and
-// the 7 magnitude bits moved into bf16 position (exponent bias 127 instead of 7, subnormals
-// included), then each bf16 widened by a shift. Relies on fp32 subnormals (no -ftz).
+// Four e4m3 bytes (k0..k0+3 in byte order) as two bf16 pairs holding e4m3 · 2^-120 exactly: the
+// sign and the 7 magnitude bits moved into bf16 position (exponent bias 127 instead of 7, so
+// subnormals stay exact). even = bytes (0, 2), odd = bytes (1, 3).
+__device__ __forceinline__ void fp8x4_bf16(uint32_t q, uint32_t& even, uint32_t& odd) {
+  odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);
+  even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);
+}
+
+// The same four values as fp32 (each bf16 widened by a shift): e4m3 · 2^-120, exactly. Relies
+// on fp32 subnormals (no -ftz).
 __device__ __forceinline__ void fp8x4_scaled(uint32_t q, float* f) {
-  const uint32_t odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);          // bytes 1, 3
-  const uint32_t even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);  // bytes 0, 2
+  uint32_t even, odd;
+  fp8x4_bf16(q, even, odd);
   f[0] = __uint_as_float(even << 16);
   f[1] = __uint_as_float(odd << 16);
   f[2] = __uint_as_float(even & 0xFFFF0000u);
   f[3] = __uint_as_float(odd & 0xFFFF0000u);
+}
+
+// Eight int4 values of one word (pack_gemv_int4's nibble order) as four bf16 pairs q − zero, for
+// elements (2s, 2s + 1) in pair s: (word >> 4s) & 0x000F000F | 0x43004300 is the bf16 pair
+// (128 + q), and the bf16 subtraction of zw = (128 + zero) twice is exact (small integers).
+__device__ __forceinline__ void int4x8_bf16(uint32_t q, uint32_t zw, uint32_t (&o)[4]) {
+  __nv_bfloat162 z;
+  __builtin_memcpy(&z, &zw, 4);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+    __nv_bfloat162 p;
+    __builtin_memcpy(&p, &t, 4);
+    p = __hsub2(p, z);
+    __builtin_memcpy(&o[s], &p, 4);
+  }
 }
 
 // int4 group word (pack_gemv_int4_group): the scale, and the zero point as the bf16 pair
@@ -52,9 +66,7 @@ __device__ __forceinline__ uint32_t int4_zero_word(uint32_t g) {
 }
 
 // Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as e4m3 · 2^-120 (the
-// row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled. The int4 word holds
-// element 2s in nibble s and 2s + 1 in nibble 4 + s: (word >> 4s) & 0x000F000F | 0x43004300 is
-// the bf16 pair (128 + q); the bf16 subtraction of 128 + zero is exact (small integers).
+// row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled.
 template <GemvWeightFormat kW>
 __device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, float (&f)[8]) {
   if constexpr (kW == GemvWeightFormat::kBF16) {
@@ -63,19 +75,12 @@ __device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, f
     fp8x4_scaled(word(raw, 2 * j), f);
     fp8x4_scaled(word(raw, 2 * j + 1), f + 4);
   } else {
-    const uint32_t q = word(raw, j);
-    __nv_bfloat162 z;
-    __builtin_memcpy(&z, &zw, 4);
+    uint32_t d[4];
+    int4x8_bf16(word(raw, j), zw, d);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
-      __nv_bfloat162 p;
-      __builtin_memcpy(&p, &t, 4);
-      p = __hsub2(p, z);
-      uint32_t d;
-      __builtin_memcpy(&d, &p, 4);
-      f[2 * s] = __uint_as_float(d << 16);
-      f[2 * s + 1] = __uint_as_float(d & 0xFFFF0000u);
+      f[2 * s] = __uint_as_float(d[s] << 16);
+      f[2 * s + 1] = __uint_as_float(d[s] & 0xFFFF0000u);
     }
   }
 }
@@ -95,9 +100,8 @@ __device__ __forceinline__ uint4 dequant_bf16(const uint4& raw, int v, uint32_t 
     __builtin_memcpy(&two112, &two112_bits, 4);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const uint32_t q = word(raw, 2 * v + i);
-      const uint32_t odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);          // bytes 1, 3
-      const uint32_t even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);  // bytes 0, 2
+      uint32_t even, odd;
+      fp8x4_bf16(word(raw, 2 * v + i), even, odd);
       const uint32_t pair[2] = {__byte_perm(even, odd, 0x5410), __byte_perm(even, odd, 0x7632)};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -109,18 +113,8 @@ __device__ __forceinline__ uint4 dequant_bf16(const uint4& raw, int v, uint32_t 
     }
     return make_uint4(o[0], o[1], o[2], o[3]);
   } else {
-    const uint32_t q = word(raw, v);
-    __nv_bfloat162 z;
-    __builtin_memcpy(&z, &zw, 4);
     uint32_t o[4];
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
-      __nv_bfloat162 p;
-      __builtin_memcpy(&p, &t, 4);
-      p = __hsub2(p, z);
-      __builtin_memcpy(&o[s], &p, 4);
-    }
+    int4x8_bf16(word(raw, v), zw, o);
     return make_uint4(o[0], o[1], o[2], o[3]);
   }
 }
