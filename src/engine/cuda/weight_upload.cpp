@@ -75,16 +75,6 @@ uint64_t copy_pieces(const std::vector<Piece>& pieces, char* base, cudaStream_t 
   return total;
 }
 
-}  // namespace
-
-TensorView DeviceLinear::dense() const {
-  CEILING_ENSURE(!quantized(), "DeviceLinear: a {} weight has no bf16 view",
-                 cuda::gemv_weight_format_name(w.format));
-  return TensorView(const_cast<void*>(w.data), DType::kBF16, {N, K}, Device::kCuda);
-}
-
-namespace {
-
 size_t align256(size_t b) {
   return (b + 255) / 256 * 256;
 }

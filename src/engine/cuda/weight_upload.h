@@ -29,8 +29,6 @@ struct DeviceLinear {
   cuda::GemvWeights w;
   int N = 0, K = 0;
   bool quantized() const { return w.format != cuda::GemvWeightFormat::kBF16; }
-  // The bf16 weight as a view (dense only).
-  TensorView dense() const;
 };
 
 struct FusedLayerWeights {
