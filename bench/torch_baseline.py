@@ -134,56 +134,53 @@ def b_linear_rope(p):
     return (make, call), "F.rms_norm; F.linear; rotate-half + index_put (torch composite)"
 
 
-def b_linear_fused(p):
-    # The unfused torch sequence the fused GEMV replaces: RMSNorm, F.linear, then the residual add
-    # (in place) or SiLU(gate) * up of the projection.
-    if p.get("rope"):
-        return b_linear_rope(p)
+def _fused_linear(p, lin, make_w):
+    # The unfused torch sequence a fused GEMV replaces around the projection lin(x, w, bias):
+    # RMSNorm, the projection, then the residual add (in place) or SiLU(gate) * up.
     M, N, K, bias = p["M"], p["N"], p["K"], p.get("bias", False)
     inp, acc, pairs = p["input"], p["accumulate"], p.get("silu_pairs", False)
     g = rand((K,), 0.2, 1.5)
 
     def call(s):
         x = F.rms_norm(s[0], (K,), g, 1e-5) if inp == "rms_norm" else s[0]
-        y = F.linear(x, s[1], s[2] if bias else None)
+        y = lin(x, s[1], s[2] if bias else None)
         if pairs:
             a, u = y.chunk(2, dim=-1)
             return F.silu(a) * u
         return s[3].add_(y) if acc else y
 
-    name = ("F.rms_norm; " if inp == "rms_norm" else "") + "F.linear"
+    def make():
+        return rand((M, K), -2, 2), make_w(), rand((N,)), rand((M, N), -4, 4)
+
+    name = ("F.rms_norm; " if inp == "rms_norm" else "") + "{}"
     name += "; F.silu(g) * u" if pairs else ("; residual.add_" if acc else "")
-    return (lambda: (rand((M, K), -2, 2), rand((N, K), -0.1, 0.1), rand((N,)),
-                     rand((M, N), -4, 4)), call), name
+    return (make, call), name
+
+
+def b_linear_fused(p):
+    if p.get("rope"):
+        return b_linear_rope(p)
+    (make, call), name = _fused_linear(p, F.linear, lambda: rand((p["N"], p["K"]), -0.1, 0.1))
+    return (make, call), name.format("F.linear")
 
 
 def b_linear_quant(p):
-    # The fused GEMV's torch sequence (b_linear_fused) with the projection in fp8 or int4: the
-    # candidates a user has in torch itself, the fastest reported. fp8: torch._scaled_mm with the
-    # activation quantized per tensor (dynamic) and W's row scales (M padded to 16). int4: the
-    # tinygemm kernel (torch._weight_int4pack_mm, what gpt-fast / torchao's int4 weight-only
-    # call), and dequantize + F.linear.
+    # b_linear_fused with the projection in fp8 or int4: the candidates a user has in torch
+    # itself, the fastest reported. fp8: torch._scaled_mm with the activation quantized per tensor
+    # (dynamic) and W's row scales (M padded to 16). int4: the tinygemm kernel
+    # (torch._weight_int4pack_mm, what gpt-fast / torchao's int4 weight-only call), and
+    # dequantize + F.linear.
     if p.get("rope"):
         raise RuntimeError("no torch baseline for the quantized RoPE epilogue")
-    M, N, K, bias = p["M"], p["N"], p["K"], p.get("bias", False)
-    inp, acc, pairs = p["input"], p["accumulate"], p.get("silu_pairs", False)
-    g = rand((K,), 0.2, 1.5)
+    M, N, K = p["M"], p["N"], p["K"]
     fmt, G = p["weights"], p.get("group_size", 128)
 
     def fused(lin, make_w, name):
-        def call(s):
-            x = F.rms_norm(s[0], (K,), g, 1e-5) if inp == "rms_norm" else s[0]
-            y = lin(x, s[1])
-            if bias:
-                y = y + s[2]
-            if pairs:
-                a, u = y.chunk(2, dim=-1)
-                return F.silu(a) * u
-            return s[3].add_(y) if acc else y
-
-        def make():
-            return rand((M, K), -2, 2), make_w(), rand((N,)), rand((M, N), -4, 4)
-        return (make, call), name
+        def lin_bias(x, w, b):
+            y = lin(x, w)
+            return y if b is None else y + b
+        built, _ = _fused_linear(p, lin_bias, make_w)
+        return built, name
 
     if fmt == "fp8":
         Mp = (M + 15) // 16 * 16

@@ -246,25 +246,8 @@ Status check_fused(const GemvFusion& f, const bf16* x, const bf16* w, int M, int
   if (N <= 0 || K <= 0) return Status::error("gemv_fused: bad shape N {} K {}", N, K);
   if (!gemv_fused_supported(K, x, w))
     return Status::error("gemv_fused: needs K % 8 == 0 and 16-byte aligned x, W (K {})", K);
-  if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
-    return Status::error("gemv_fused: SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
-  if (const GemvRope& r = f.rope; r.D != 0) {
-    if (r.D < 2 || r.D % 2 != 0 || r.Hq < 1 || r.Hkv < 1 || N != (r.Hq + 2 * r.Hkv) * r.D)
-      return Status::error(
-          "gemv_fused: RoPE needs N = (Hq + 2·Hkv)·D with D even (N {} Hq {} Hkv "
-          "{} D {})",
-          N, r.Hq, r.Hkv, r.D);
-    if (!r.positions || !r.slot_mapping || !r.inv_freq || !r.k_cache || !r.v_cache ||
-        r.block_size < 1 || r.num_blocks < 1 || f.accumulate)
-      return Status::error(
-          "gemv_fused: RoPE needs positions, slots, inv_freq, a K/V cache and no "
-          "accumulate");
-  }
-  if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
-    return Status::error(
-        "gemv_fused: RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned "
-        "norm weight",
-        f.eps);
+  if (const std::string why = gemv_fusion_unsupported(f, N); !why.empty())
+    return Status::error("gemv_fused: {}", why);
   return Status();
 }
 
@@ -310,6 +293,23 @@ Status gemv_fused_with_config(const GemvConfig& cfg, const GemvFusion& f, const 
     return Status::error("gemv_fused_with_config: {} not built", gemv_config_name(cfg));
   CEILING_CUDA_RETURN(e);
   return Status();
+}
+
+std::string gemv_fusion_unsupported(const GemvFusion& f, int N) {
+  if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
+    return fmt::format("SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
+  if (const GemvRope& r = f.rope; r.D != 0) {
+    if (r.D < 2 || r.D % 2 != 0 || r.Hq < 1 || r.Hkv < 1 || N != (r.Hq + 2 * r.Hkv) * r.D)
+      return fmt::format("RoPE needs N = (Hq + 2·Hkv)·D with D even (N {} Hq {} Hkv {} D {})", N,
+                         r.Hq, r.Hkv, r.D);
+    if (!r.positions || !r.slot_mapping || !r.inv_freq || !r.k_cache || !r.v_cache ||
+        r.block_size < 1 || r.num_blocks < 1 || f.accumulate)
+      return "RoPE needs positions, slots, inv_freq, a K/V cache and no accumulate";
+  }
+  if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
+    return fmt::format("RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned norm weight",
+                       f.eps);
+  return "";
 }
 
 bool gemv_fused_supported(int K, const void* x, const void* w) {

@@ -60,6 +60,9 @@ Status gemv_fused(const GemvFusion& f, const __nv_bfloat16* x, const __nv_bfloat
                   const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                   cudaStream_t stream);
 bool gemv_fused_supported(int K, const void* x, const void* w);
+// Why the fusions `f` cannot run on an output of N columns (SiLU pairs, the RoPE epilogue's
+// arguments, the RMS-norm input's), or "": the rules gemv_fused and gemv_fused_quant share.
+std::string gemv_fusion_unsupported(const GemvFusion& f, int N);
 // Whether the RMS-norm input (GemvInput::kRmsNorm) is the faster way to run a norm before an
 // M-row GEMV, against rms_norm followed by the plain-input kernel: M = 1 only. Above it the
 // tensor-core kernel redoes x·γ (as hi + lo bf16 terms) in every warp. H100, bench r13, 8B

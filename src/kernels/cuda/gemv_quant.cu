@@ -156,7 +156,7 @@ std::string quant_unsupported(const GemvWeights& w, int N, int K) {
   return "";
 }
 
-// gemv_fused_quant's argument rules (the fusions' are gemv_fused's).
+// gemv_fused_quant's argument rules (the fusions' are gemv_fused's: gemv_fusion_unsupported).
 Status check_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, int M, int N, int K) {
   if (M < 1 || M > kGemvMaxM)
     return Status::error("gemv_fused_quant: M {} outside [1, {}] (dequantize for the GEMM)", M,
@@ -164,19 +164,8 @@ Status check_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, int
   if (const std::string why = quant_unsupported(w, N, K); !why.empty())
     return Status::error("gemv_fused_quant: {}", why);
   if (!detail::aligned16(x)) return Status::error("gemv_fused_quant: x is not 16-byte aligned");
-  if (f.silu_pairs && (N % 2 != 0 || f.accumulate || f.rope.D > 0))
-    return Status::error(
-        "gemv_fused_quant: SiLU pairs need an even N, no accumulate, no RoPE (N {})", N);
-  if (const GemvRope& r = f.rope;
-      r.D != 0 && (r.D % 2 != 0 || N != (r.Hq + 2 * r.Hkv) * r.D || !r.positions ||
-                   !r.slot_mapping || !r.inv_freq || !r.k_cache || !r.v_cache || r.block_size < 1 ||
-                   r.num_blocks < 1 || f.accumulate))
-    return Status::error(
-        "gemv_fused_quant: RoPE needs N = (Hq + 2·Hkv)·D, D even, its tables and cache, no "
-        "accumulate (N {} Hq {} Hkv {} D {})",
-        N, r.Hq, r.Hkv, r.D);
-  if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
-    return Status::error("gemv_fused_quant: RMS-norm input needs eps > 0 and an aligned γ");
+  if (const std::string why = gemv_fusion_unsupported(f, N); !why.empty())
+    return Status::error("gemv_fused_quant: {}", why);
   return Status();
 }
 
