@@ -4,7 +4,8 @@ Picks, per GPU, the newest *plain* run of each benchmark: a file name's run tag 
 `<date>r<N>`; tags with letters after the number (`old`, `raw`, `ab`, `b`, `xahead`, ...) are A/B
 pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels.json` only (not
 `_kernels_linear`, `_sampler_kernels`, `rep1`, ...). Decode latency: CUDA graphs on (the `-eager`
-files are the graphs-off comparison).
+files are the graphs-off comparison). The `kv` tag (`latency-<gpu>-<date>r<N>kv-...`) is the KV-cache
+A/B of `bench/run_kvfp8_on_gpu.sh` (bf16 against fp8 at the same batch and input): its own table.
 """
 import os
 import re
@@ -64,15 +65,15 @@ def throughput_table(runs):
     """One row per workload: measured against the roofline's prediction of the same workload."""
     out = ["**Offline throughput** (`ceiling bench throughput`: every request at once, EOS ignored; "
            "predicted = `roofline/throughput.h` at the run's measured ceilings and KV capacity)", "",
-           "| model | dataset | prompts × in / out | prefix caching | output tok/s | predicted | measured / "
-           "predicted | mean batch | preemptions | prefix hit rate | run |", "|" + "---|" * 11]
+           "| model | dataset | prompts × in / out | KV cache | prefix caching | output tok/s | predicted | "
+           "measured / predicted | mean batch | preemptions | prefix hit rate | run |", "|" + "---|" * 12]
     for what, (name, r) in sorted(runs.items()):
         pred = r.get("predicted_output_tokens_per_s")
         tps = r.get("output_tokens_per_s")
         out.append("| " + " | ".join([
             str(r.get("model", "")), str(r.get("dataset", "")),
             f"{r.get('num_prompts', '')} × {r.get('input_len', '')} / {r.get('output_len', '')}",
-            "on" if r.get("engine", {}).get("prefix_caching") else "off", fmt(tps, ".0f"), fmt(pred, ".0f"),
+            str(r.get("kv_cache_dtype", "bf16")), "on" if r.get("engine", {}).get("prefix_caching") else "off", fmt(tps, ".0f"), fmt(pred, ".0f"),
             fmt(tps / pred if pred and tps else None, ".2f"), fmt(r.get("mean_batch_size"), ".1f"),
             str(r.get("preemptions", "")), fmt(r.get("prefix_cache_hit_rate"), ".3f"), link(name)]) + " |")
     return out + [""]
@@ -225,6 +226,38 @@ def latest_lowprec(latency):
     return out
 
 
+def latest_kv(latency):
+    """{gpu: [(name, run, bf16-cache run of the same batch and input or None)]}: the newest `kv`
+    tag per GPU (bf16 against fp8 KV cache)."""
+    by_tag = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if m and m["x"] == "kv":
+            by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
+    out = {}
+    for (gpu, _), runs in sorted(by_tag.items()):
+        key = lambda r: (r.get("batch"), r.get("input_len"))
+        base = {key(r): r for _, r in runs if r.get("kv_cache_dtype", "bf16") == "bf16"}
+        rows = sorted(runs, key=lambda nr: (key(nr[1]), nr[1].get("kv_cache_dtype", "bf16") != "bf16"))
+        out[gpu] = [(n, r, base.get(key(r))) for n, r in rows]
+    return out
+
+
+def kv_table(rows):
+    out = ["**fp8 KV cache in decode** (one run; `--kv-cache-dtype fp8`, bf16 weights; speed-up against the "
+           "bf16 cache at the same batch and input in the same run; floor: the step's bytes with that cache at "
+           "the measured bandwidth)", "",
+           "| model | KV cache | batch | in / out | ms/token | tokens/s | × bf16 KV | % of floor | predicted gap | "
+           "run |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r, base in rows:
+        sp = r["tokens_per_s"] / base["tokens_per_s"] if base and r.get("tokens_per_s") else None
+        out.append(f"| {r.get('model', '')} | {r.get('kv_cache_dtype', 'bf16')} | {r.get('batch', '')} "
+                   f"| {r.get('input_len', '')} / {r.get('output_len', '')} | {fmt(r.get('ms_per_token'), '.3f')} "
+                   f"| {fmt(r.get('tokens_per_s'), '.1f')} | {fmt(sp, '.2f')} | {fmt(r.get('pct_of_floor'), '.1f')} "
+                   f"| {fmt(r.get('prediction_gap'), '.2f')} | {link(name)} |")
+    return out + [""]
+
+
 def lowprec_table(rows):
     out = ["**Low-precision decode** (one run; random weights quantized on load, `--quantization`; speed-up "
            "against bf16 at the same batch in the same run; floor: the step's bytes in that format at the "
@@ -243,9 +276,9 @@ def lowprec_table(rows):
 def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
     lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
-    tp, low = latest_tp(latency), latest_lowprec(latency)
+    tp, low, kv = latest_tp(latency), latest_lowprec(latency), latest_kv(latency)
     out = []
-    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low) | set(kv)):
         out += [f"## {gpu.upper()} — latest", ""]
         if gpu in thr:
             out += throughput_table(thr[gpu])
@@ -258,6 +291,8 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
             out += tp_table(tp[gpu])
         if gpu in low:
             out += lowprec_table(low[gpu])
+        if gpu in kv:
+            out += kv_table(kv[gpu])
         if gpu in ker:
             name, run = ker[gpu]
             out += kernel_table(name, run)

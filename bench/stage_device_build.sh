@@ -15,7 +15,8 @@ rm -rf "$stage"
 mkdir -p "$stage/apps" "$stage/tests/gpu"
 cp "$build/apps/ceiling" "$stage/apps/"
 if [ $engine = 1 ]; then
-  tests="engine_cuda_ops engine_cuda_parity engine_batch engine_tp gemv_quant gemv_fused"
+  tests="engine_cuda_ops engine_cuda_parity engine_batch engine_tp gemv_quant gemv_fused
+         attention_decode attention_prefill rope_kv"
   tok=data/tokenizers/llama3
   mkdir -p "$stage/devdata/llama3"
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$stage/devdata/llama3/"

@@ -279,6 +279,15 @@ def b_attention_decode(p):
     B, ctx, Hq, Hkv, D = p["batch"], p["ctx"], p["Hq"], p["Hkv"], p["D"]
     if not p.get("uniform", True):
         raise ValueError("baseline needs equal context lengths")
+    if p.get("kv_dtype", "bf16") == "fp8":
+        # An fp8 cache: torch has no fp8 SDPA here, so K/V are dequantized (· scale, as ceiling's
+        # kernel applies it) into bf16 and SDPA runs on them; both steps are timed.
+        f8 = torch.float8_e4m3fn
+        make = lambda: (rand((B, Hq, 1, D)), rand((B, Hkv, ctx, D), -64, 64).to(f8),
+                        rand((B, Hkv, ctx, D), -64, 64).to(f8))
+        return [((m, c), name.replace("(contiguous KV)", "on dequantized fp8 KV"))
+                for (m, c), name in _sdpa_variants(make, lambda s: F.scaled_dot_product_attention(
+                    s[0], s[1].to(BF16) * 0.02, s[2].to(BF16) * 0.02, enable_gqa=Hq != Hkv))]
     make = lambda: (rand((B, Hq, 1, D)), rand((B, Hkv, ctx, D)), rand((B, Hkv, ctx, D)))
     return _sdpa_variants(make, lambda s: F.scaled_dot_product_attention(
         s[0], s[1], s[2], enable_gqa=Hq != Hkv))

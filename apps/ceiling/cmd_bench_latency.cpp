@@ -32,7 +32,8 @@ namespace {
 
 struct LatencyArgs {
   std::string model, out;
-  std::string quantization;  // --quantization (as generate's): "" = the checkpoint's own
+  std::string quantization;             // --quantization (as generate's): "" = the checkpoint's own
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto (bf16) or fp8
   engine::LatencyOptions lat;
   bool no_graphs = false, quick_ceilings = false;
   int tp = 1;  // --tensor-parallel-size: GPUs 0..tp-1, one thread each
@@ -43,6 +44,11 @@ int run_latency_bench(LatencyArgs a) {
   const bool tty = stderr_is_tty();
   engine::CudaOpsOptions oo;
   oo.cuda_graphs = !a.no_graphs;
+  oo.fp8_kv_cache = a.kv_cache_dtype != "auto";
+  CEILING_ENSURE(!oo.fp8_kv_cache || a.tp == 1,
+                 "bench latency: --kv-cache-dtype fp8 is not implemented with "
+                 "--tensor-parallel-size > 1 yet");
+  a.lat.kv_dtype = oo.fp8_kv_cache ? DType::kF8E4M3 : DType::kBF16;
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
@@ -99,6 +105,7 @@ int run_latency_bench(LatencyArgs a) {
                : a.lat.weights == WeightFormat::kInt4 ? roofline::WeightDtype::kINT4
                                                       : roofline::WeightDtype::kBF16;
   if (a.lat.weights == WeightFormat::kInt4) sc.group_size = a.lat.group_size;
+  sc.kv_dtype = a.lat.kv_dtype;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);
   // The all-reduces the roofline charges this step (tensor parallel only): count and time.
@@ -120,6 +127,7 @@ int run_latency_bench(LatencyArgs a) {
                       ? "bf16"
                       : weight_format_name(a.lat.weights)},
       {"group_size", a.lat.group_size},
+      {"kv_cache_dtype", a.lat.kv_dtype == DType::kF8E4M3 ? "fp8" : "bf16"},
       {"tensor_parallel_size", a.tp},
       {"communicator", tp ? tp->communicator_name() : "none"},
       {"processes", tp ? tp->world() / tp->local_ranks() : 1},
@@ -186,9 +194,10 @@ int run_latency_bench(LatencyArgs a) {
       {"timestamp", utc_now()},
       {"seed", a.lat.seed},
   };
-  fmt::print("{} on {}: {} weights, batch {}, input {}, output {}, graphs {}\n", model.config.name,
-             j["gpu"].get<std::string>(), j["weights"].get<std::string>(), a.lat.batch,
-             a.lat.input_len, a.lat.output_len, a.no_graphs ? "off" : "on");
+  fmt::print("{} on {}: {} weights, {} KV cache, batch {}, input {}, output {}, graphs {}\n",
+             model.config.name, j["gpu"].get<std::string>(), j["weights"].get<std::string>(),
+             j["kv_cache_dtype"].get<std::string>(), a.lat.batch, a.lat.input_len, a.lat.output_len,
+             a.no_graphs ? "off" : "on");
   fmt::print(
       "  ttft {:.2f} ms | {:.3f} ms/token | {:.1f} tok/s | {:.0f} GB/s | floor {:.3f} ms "
       "({:.1f}% of floor) | predicted {:.3f} ms (layer 2) | read ceiling {:.0f} GB/s | {}\n",
@@ -239,6 +248,9 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--quantization,-q", a->quantization,
                  "weights: fp8 or int4 quantized on load, or the checkpoint's method (as "
                  "generate's flag)");
+  sub.add_option("--kv-cache-dtype", a->kv_cache_dtype,
+                 "auto (bf16) | fp8 (E4M3 with the checkpoint's k_scale / v_scale, else 1)")
+      ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");

@@ -102,6 +102,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
     roofline::Scenario base;
     base.cuda_graphs = !a.engine.enforce_eager;
     base.tp = a.engine.tensor_parallel_size;
+    base.kv_dtype = cuda->kv_dtype();  // an fp8 cache: half the K/V bytes a step reads
     const roofline::ThroughputPrediction p =
         roofline::predict_throughput(mc, bench::gpu_ceilings(dev, ceil), tw, base);
     predicted = p.output_tokens_per_s;
@@ -135,6 +136,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
       {"input_len", in_tokens / static_cast<int64_t>(w.prompts.size())},
       {"output_len", out_tokens / static_cast<int64_t>(w.prompts.size())},
       {"prefix_len", prefix},
+      {"kv_cache_dtype", lm.primary().kv_dtype() == DType::kF8E4M3 ? "fp8" : "bf16"},
       {"elapsed_s", r.elapsed_s},
       {"requests_per_s", r.num_requests / r.elapsed_s},
       {"output_tokens_per_s", out_tps},

@@ -68,7 +68,7 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
                  "(compressed-tensors, fbgemm_fp8, awq, gptq). Default: as the checkpoint is")
       ->check(CLI::IsMember({"fp8", "int4", "compressed-tensors", "fbgemm_fp8", "awq", "gptq"}));
   sub.add_option("--kv-cache-dtype", f.kv_cache_dtype,
-                 "auto | fp8 (E4M3 with the checkpoint's k_scale / v_scale, else 1; cpu only)")
+                 "auto | fp8 (E4M3 with the checkpoint's k_scale / v_scale, else 1)")
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
 }
 

@@ -22,7 +22,8 @@ struct CpuOpsOptions {
   // floor the GPU parity tests judge CudaOps against. The logits stay fp32, as CudaOps writes them.
   bool bf16_activations = false;
   // --kv-cache-dtype fp8: every K and V value written to the cache is rounded through E4M3 with
-  // the layer's k_scale / v_scale (x -> e4m3(x / scale) · scale); the cache stays f32 storage.
+  // the layer's k_scale / v_scale (x -> e4m3(x · (1 / scale)) · scale, model/quantize.h); the cache
+  // stays f32 storage.
   bool fp8_kv_cache = false;
 };
 

@@ -25,7 +25,6 @@ std::unique_ptr<Ops> make_ops(std::string_view device, const OpsOptions& options
     return std::make_unique<CpuOps>(o);
   }
   if (device == "cuda") {
-    CEILING_ENSURE(!options.fp8_kv_cache, "--kv-cache-dtype fp8 is not implemented on cuda yet");
 #if defined(HAVE_CEILING_ENGINE_CUDA)
     return make_cuda_ops(options);
 #else

@@ -18,7 +18,8 @@ struct OpsOptions {
   int n_threads = 0;        // CPU worker threads (<= 0: all hardware threads)
   int device_index = 0;     // CUDA device ordinal
   bool cuda_graphs = true;  // CUDA: capture decode steps in graphs (false = --enforce-eager)
-  bool fp8_kv_cache = false;  // --kv-cache-dtype fp8 (CPU: values rounded through E4M3)
+  // --kv-cache-dtype fp8 (CPU: values rounded through E4M3 in an f32 cache; CUDA: an E4M3 cache)
+  bool fp8_kv_cache = false;
   // CUDA: (bytes copied, total) while upload() moves the weights to the GPU.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };

@@ -36,9 +36,11 @@ void quantize_projections(ModelWeights& w, WeightFormat format, int int4_group_s
 // Row n of W [N, K] dequantized into dst[K] as f32 (the meaning in model/weights.h).
 void dequantize_row(const QuantLinear& q, int64_t n, int64_t K, float* dst);
 
-// x rounded through an fp8 (E4M3) KV cache with per-tensor `scale`: e4m3(x / scale) · scale.
+// x rounded through an fp8 (E4M3) KV cache with per-tensor `scale`: e4m3(x · (1 / scale)) ·
+// scale, the fp32 reciprocal as the GPU's writers take it (kernels/cuda/kv_format.h).
 inline float e4m3_round(float x, float scale) {
-  return e4m3_to_f32(f32_to_e4m3(x / scale)) * scale;
+  const float inv = 1.0f / scale;
+  return e4m3_to_f32(f32_to_e4m3(x * inv)) * scale;
 }
 
 }  // namespace ceiling

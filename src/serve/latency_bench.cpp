@@ -137,8 +137,10 @@ double decode_weight_bytes(const ModelConfig& c, int batch, WeightFormat weights
   return c.num_layers * layer + 2.0 * (H + V * H + batch * H);
 }
 
-double decode_kv_bytes(const ModelConfig& c, int batch, double context) {
-  const double per_token = 2.0 * c.num_layers * c.kv_dim() * 2.0;  // K and V, bf16, all layers
+double decode_kv_bytes(const ModelConfig& c, int batch, double context, DType kv_dtype) {
+  // K and V of one token, all layers.
+  const double per_token =
+      2.0 * static_cast<double>(dtype_bytes(kv_dtype, size_t{1})) * c.num_layers * c.kv_dim();
   return batch * per_token * (context + 2.0);  // read context + 1 tokens (new one too), write 1
 }
 
@@ -187,7 +189,7 @@ LatencyResult run_latency(
   r.ms_per_token = r.decode_ms / r.timed_steps;
   r.tokens_per_s = B * 1000.0 / r.ms_per_token;
   r.weight_bytes_per_step = decode_weight_bytes(c, B, o.weights, o.group_size);
-  r.kv_bytes_per_step = decode_kv_bytes(c, B, r.mean_context);
+  r.kv_bytes_per_step = decode_kv_bytes(c, B, r.mean_context, o.kv_dtype);
   r.bytes_per_step = r.weight_bytes_per_step + r.kv_bytes_per_step;
   return r;
 }

@@ -36,6 +36,9 @@ struct LatencyOptions {
   // bytes per group of `group_size`).
   WeightFormat weights = WeightFormat::kDense;
   int group_size = 0;
+  // The KV cache's element type as the GPU stores it (kBF16, or kF8E4M3 for --kv-cache-dtype fp8):
+  // the bytes of the attention's reads and the new tokens' writes.
+  DType kv_dtype = DType::kBF16;
 };
 
 struct LatencyResult {
@@ -69,9 +72,10 @@ LatencyResult run_latency(
 
 // Bytes a decode step moves for `batch` sequences with `context` tokens cached each: the
 // weights once (embedding: only the B rows looked up; projections in `weights`, the rest bf16),
-// and bf16 K/V of the context + 1 tokens the attention reads plus the new token's K/V written.
+// and K/V (kv_dtype) of the context + 1 tokens the attention reads plus the new token's written.
 double decode_weight_bytes(const ModelConfig& c, int batch,
                            WeightFormat weights = WeightFormat::kDense, int group_size = 0);
-double decode_kv_bytes(const ModelConfig& c, int batch, double context);
+double decode_kv_bytes(const ModelConfig& c, int batch, double context,
+                       DType kv_dtype = DType::kBF16);
 
 }  // namespace ceiling::engine

@@ -137,6 +137,69 @@ TEST(AttentionDecode, CapturesInCudaGraph) {
   EXPECT_TRUE(r.passed()) << r.detail;
 }
 
+// An fp8 (E4M3) cache: scale 1 (small values land on E4M3 subnormals) and uneven per-tensor
+// scales; block ends, GQA groups, every block size, one and two CTAs an SM, forced splits and
+// merges, a long split context, peaky softmax.
+AttentionSpec fp8(AttentionSpec s, float k_scale, float v_scale) {
+  s.fp8_kv = true;
+  s.k_scale = k_scale;
+  s.v_scale = v_scale;
+  return s;
+}
+
+TEST(AttentionDecodeFp8, BlockEndsAndGroups) {
+  ATTN_REQUIRE_GPU();
+  for (auto [ks, vs] : {std::pair{1.0f, 1.0f}, {0.0173f, 0.0091f}}) {
+    for (int d : {64, 128})
+      expect_matches_reference(
+          fp8(decode({1, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65}, 8, 2, d, 16), ks, vs));
+    for (auto [hq, hkv] : {std::pair{4, 4}, {8, 1}, {40, 2}, {32, 8}})
+      expect_matches_reference(fp8(decode({1, 40, 333}, hq, hkv, 128, 16), ks, vs));
+  }
+}
+
+TEST(AttentionDecodeFp8, BlockSizesDepthsAndSplits) {
+  ATTN_REQUIRE_GPU();
+  for (int bs : {16, 32, 64, 128, 256})
+    for (int d : {64, 128})
+      expect_matches_reference(fp8(decode({1, 255, 256, 257, 700}, 8, 2, d, bs), 0.02f, 0.03f));
+  for (int sms : {4, 6, 4096})
+    for (int d : {64, 128}) {
+      AttentionSpec s = fp8(decode({2300, 61, 1, 513}, 8, 2, d, 16), 0.02f, 0.0125f);
+      s.plan_num_sms = sms;
+      expect_matches_reference(s);
+    }
+  AttentionSpec lng = fp8(decode({32768}, 32, 8, 128, 16), 0.05f, 0.05f);
+  lng.check_tokens = 1;
+  expect_matches_reference(lng);
+  AttentionSpec peaky = fp8(decode({1, 17, 400, 1500}, 8, 2, 128, 16), 0.01f, 0.02f);
+  peaky.q_scale = 8.0f;
+  peaky.plan_num_sms = 4096;
+  expect_matches_reference(peaky);
+}
+
+TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
+  cuda::DecodeShape sh{32, 32, 8, 128, 16, 4096};
+  sh.kv_format = cuda::KvFormat::kFP8;
+  cuda::DecodePlan plan;
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.max_splits, 1);  // 256 CTAs: two per SM
+  sh.num_seqs = 1;
+  sh.max_seq_len = 32768;
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.max_splits, 33);  // 8 KV heads × 33 splits: two CTAs per SM
+  // A plan for an fp8 cache does not run on a bf16 one (the check precedes any device access).
+  int dummy = 0;
+  cuda::PagedKvDevice kv{&dummy, &dummy, 4, 16, 8, 128};
+  const Status st = cuda::run_decode_attention(plan, &dummy, kv, &dummy, &dummy, 1, 1.0f, &dummy,
+                                               &dummy, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("the cache is bf16 but the plan was made for fp8"), std::string::npos)
+      << st.message();
+}
+
 TEST(AttentionDecode, RejectsUnsupportedShapes) {
   cuda::DecodePlan plan;
   Status st = cuda::plan_decode_attention({1, 8, 2, 96, 16, 100}, 132, &plan);

@@ -118,6 +118,40 @@ TEST(AttentionPrefillPlan, WgmmaAvailableOnHopper) {
   }
 }
 
+// An fp8 (E4M3) cache, read by the mma.sync kernel (kAuto resolves to it): prefixes in the
+// cache, tiles around 64/128, mixed batches, GQA, every block size, scale 1 and uneven scales.
+TEST(AttentionPrefillFp8, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  const auto check = [](std::vector<int> q, std::vector<int> len, int hq, int hkv, int d, int bs,
+                        float ks, float vs) {
+    AttentionSpec s = spec(false, std::move(q), std::move(len), hq, hkv, d, bs);
+    s.fp8_kv = true;
+    s.k_scale = ks;
+    s.v_scale = vs;
+    expect_matches_reference(s);
+  };
+  for (auto [ks, vs] : {std::pair{1.0f, 1.0f}, {0.0173f, 0.0091f}}) {
+    for (int d : {64, 128})
+      for (int n : {1, 17, 64, 65, 129, 257}) check({n}, {n}, 4, 2, d, 16, ks, vs);
+    check({37}, {300}, 8, 2, 128, 32, ks, vs);
+    check({129}, {1000}, 8, 8, 64, 16, ks, vs);
+    check({5, 0, 130, 1, 64, 17, 300}, {5, 40, 400, 1, 64, 100, 300}, 8, 2, 128, 16, ks, vs);
+  }
+  for (int bs : {16, 32, 64, 128, 256}) check({70, 150}, {90, 150}, 8, 1, 128, bs, 0.02f, 0.03f);
+}
+
+TEST(AttentionPrefillFp8, PlanPicksMmaSyncAndRejectsWgmma) {
+  cuda::PrefillShape sh{2, 300, 8, 2, 128, 16};
+  sh.kv_format = cuda::KvFormat::kFP8;
+  cuda::PrefillPlan plan;
+  ASSERT_TRUE(cuda::plan_prefill_attention(sh, &plan).ok());
+  EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kMmaSync);
+  sh.kernel = cuda::PrefillKernel::kWgmmaWs;
+  const Status st = cuda::plan_prefill_attention(sh, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("does not read an fp8 cache"), std::string::npos) << st.message();
+}
+
 TEST(AttentionPrefillPlan, RejectsUnsupportedShapes) {
   cuda::PrefillPlan plan;
   Status st = cuda::plan_prefill_attention({1, 10, 8, 2, 80, 16}, &plan);

@@ -35,7 +35,7 @@ void NoiseCheck::expect(const std::vector<float>& got, const std::vector<float>&
                         const std::vector<float>& emulated, const std::string& what) {
   const double e = rel_err(got, ref), noise = rel_err(emulated, ref);
   const double limit = kNoiseRatio * noise + kNoiseFloor;
-  EXPECT_LT(noise, kMaxRoundingNoise) << what << ": the model amplifies bf16 rounding too much";
+  EXPECT_LT(noise, max_noise_) << what << ": the model amplifies bf16 rounding too much";
   EXPECT_LE(e, limit) << what << ": rel err " << e << " against bf16 rounding noise " << noise;
   worst_err_ = std::max(worst_err_, e);
   worst_noise_ = std::max(worst_noise_, noise);

@@ -46,6 +46,13 @@ inline constexpr double kNoiseRatio = 2.0;
 inline constexpr double kNoiseFloor = 5e-3;
 // A test model whose bf16 rounding noise exceeds this cannot judge anything: the check fails.
 inline constexpr double kMaxRoundingNoise = 0.1;
+// The same guard with an fp8 (E4M3) KV cache on both sides: a bf16-level difference in a K or V
+// value that crosses an E4M3 rounding boundary moves the cached value by a whole 3-bit-mantissa
+// step, on some 6 % of values, so the emulated noise of the 2-layer test models is 4–8× the
+// bf16 one (H100, r44: 0.060–0.101 where bf16 gives 0.015–0.024). The ratio rule is unchanged;
+// the plumbing errors it must catch (a scale applied twice or not at all, a wrong slot, a bf16
+// write into an fp8 cache) are of order 1.
+inline constexpr double kMaxRoundingNoiseFp8Kv = 0.2;
 // Greedy picks may differ only where the reference's top two candidates are nearly tied: the
 // reference logit of its own pick minus that of the other pick, over the row's RMS.
 inline constexpr double kNearTieOfRms = 0.1;
@@ -53,6 +60,7 @@ inline constexpr double kNearTieOfRms = 0.1;
 // Accumulates the logits checks of one run: EXPECTs each against the rule above.
 class NoiseCheck {
  public:
+  explicit NoiseCheck(double max_noise = kMaxRoundingNoise) : max_noise_(max_noise) {}
   // got: the GPU's logits; ref: CpuOps'; emulated: CpuOps with bf16_activations (same rows).
   void expect(const std::vector<float>& got, const std::vector<float>& ref,
               const std::vector<float>& emulated, const std::string& what);
@@ -60,6 +68,7 @@ class NoiseCheck {
   std::string summary() const;
 
  private:
+  double max_noise_;
   double worst_err_ = 0, worst_noise_ = 0, worst_ratio_ = 0;
 };
 

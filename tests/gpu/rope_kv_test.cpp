@@ -94,6 +94,44 @@ TEST(GpuRopeKv, Configurations) {
   }
 }
 
+// An fp8 (E4M3) cache: k holds e4m3 of its bf16 value · (1 / k_scale), v the same of its copy
+// (bit-exact against model/quantize.h's e4m3_round); decode and prefill sizes, both task counts,
+// the q/k norm, scale 1 (E4M3 subnormals) and uneven scales, skipped slots, poison elsewhere.
+TEST(GpuRopeKv, Fp8Cache) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int heads[][2] = {{32, 8}, {5, 1}};
+  for (auto [ks, vs] : {std::pair{1.0f, 1.0f}, {0.0173f, 0.0091f}})
+    for (int T : {1, 3, 17, 601})
+      for (const auto& [Hq, Hkv] : heads)
+        for (int D : {64, 128})
+          for (bool qk_norm : {false, true}) {
+            bench::RopeKvShape sh;
+            sh.T = T;
+            sh.Hq = Hq;
+            sh.Hkv = Hkv;
+            sh.D = D;
+            sh.block_size = T % 2 ? 16 : 7;
+            sh.num_blocks = (T + sh.block_size - 1) / sh.block_size + 2;
+            sh.skip_every = T > 2 ? 3 : 0;
+            sh.qk_norm = qk_norm;
+            sh.fp8_kv = true;
+            sh.k_scale = ks;
+            sh.v_scale = vs;
+            expect_case_passes(*bench::make_rope_kv_case(sh), s);
+          }
+  cuda::RopeKvArgs a;
+  a.T = 1;
+  a.Hq = a.Hkv = 1;
+  a.D = 64;
+  a.block_size = a.num_blocks = 1;
+  a.kv_format = cuda::KvFormat::kFP8;
+  a.v_scale_inv = 0.0f;
+  const Status st = cuda::rope_kv_write(a, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("reciprocal scales"), std::string::npos) << st.message();
+}
+
 TEST(GpuRopeKv, ManyHeadsAtDecode) {  // more warp-iterations than 32 warps cover
   CEILING_REQUIRE_GPU();
   Stream s;

@@ -1,5 +1,6 @@
-// Attention cases: paged decode (split-KV, GQA) and causal varlen prefill over a bf16 paged KV
-// cache, checked against cpu::attention on the same bf16-rounded inputs.
+// Attention cases: paged decode (split-KV, GQA) and causal varlen prefill over a bf16 or fp8
+// (E4M3) paged KV cache, checked against cpu::attention on the same bf16-rounded inputs (an fp8
+// cache: the values it stores, read back · scale).
 //
 // Tolerance (kAttentionTolerance = 1e-2 on the worst (token, head) row's ‖out − ref‖ / ‖ref‖):
 // the output is rounded to bf16 (≤ 2^-9 relative per element, ~1.1e-3 rms) and the softmax
@@ -7,7 +8,8 @@
 // keys, so ~2e-3 of the row at most); everything else is fp32. Expected worst rows are ~3-5e-3;
 // 1e-2 leaves margin while one wrong key in a short context, a dropped key block, a wrong head or
 // an unwritten row (poisoned with NaN) fails. Cache rows past each context and the spare block
-// hold NaN, so a kernel that reads them fails too.
+// hold NaN, so a kernel that reads them fails too. With an fp8 cache the reference reads the same
+// E4M3 values, so the tolerance stays (the kernels' bf16 image of an E4M3 value is exact).
 #define CEILING_WITH_CUDA_RUNTIME 1
 #include "bench/cases/attention.h"
 
@@ -27,6 +29,7 @@ namespace ceiling::bench {
 namespace {
 
 constexpr uint16_t kNanBf16 = 0xffff;
+constexpr uint8_t kNanE4m3 = 0x7f;
 
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -110,6 +113,7 @@ class AttentionCase : public KernelCase {
                     " ctx=" + range_str(sp_.seq_lens) + " Hq=" + std::to_string(sp_.num_q_heads) +
                     " Hkv=" + std::to_string(sp_.num_kv_heads) +
                     " D=" + std::to_string(sp_.head_dim) + " BS=" + std::to_string(sp_.block_size);
+    if (sp_.fp8_kv) s += " kv=fp8";
     return sp_.label.empty() ? s : s + " " + sp_.label;
   }
   nlohmann::json params() const override {
@@ -123,6 +127,7 @@ class AttentionCase : public KernelCase {
             {"D", sp_.head_dim},
             {"block_size", sp_.block_size},
             {"causal", true},
+            {"kv_dtype", sp_.fp8_kv ? "fp8" : "bf16"},
             {"kernel", kernel_name()}};
   }
   std::string baseline_name() const override {
@@ -134,7 +139,7 @@ class AttentionCase : public KernelCase {
   // causal square (S²/2 without a prefix) plus q_len·prefix for the prefix.
   Cost cost() const override {
     Cost c;
-    const double kv_row = 2.0 * sp_.num_kv_heads * sp_.head_dim * 2;  // K+V bytes per token
+    const double kv_row = 2.0 * sp_.num_kv_heads * sp_.head_dim * kv_bytes();  // K+V per token
     double pairs = 0;
     for (size_t s = 0; s < sp_.seq_lens.size(); ++s) {
       const double q = sp_.q_lens[s], prefix = sp_.seq_lens[s] - q;
@@ -155,15 +160,15 @@ class AttentionCase : public KernelCase {
     }
     return c;
   }
-  size_t set_bytes() const override { return 2 * cache_elems() * 2 + 2 * q_elems() * 2; }
+  size_t set_bytes() const override { return 2 * cache_elems() * kv_bytes() + 2 * q_elems() * 2; }
 
   void setup(int copies, uint64_t seed, cudaStream_t /*stream*/) override {
     sets_.clear();
     for (int i = 0; i < copies; ++i) sets_.push_back(std::make_unique<Set>());
     for (auto& st : sets_) {
       st->q.alloc(q_elems() * 2);
-      st->k.alloc(cache_elems() * 2);
-      st->v.alloc(cache_elems() * 2);
+      st->k.alloc(cache_elems() * kv_bytes());
+      st->v.alloc(cache_elems() * kv_bytes());
       st->out.alloc(q_elems() * 2);
     }
     meta_qs_.alloc(qs_.size() * 4);
@@ -186,6 +191,9 @@ class AttentionCase : public KernelCase {
     Set& st = *sets_[set];
     cuda::PagedKvDevice kv{st.k.p,         st.v.p,           num_blocks_,
                            sp_.block_size, sp_.num_kv_heads, sp_.head_dim};
+    kv.format = kv_format();
+    kv.k_scale = sp_.k_scale;
+    kv.v_scale = sp_.v_scale;
     const float scale = 1.0f / std::sqrt(static_cast<float>(sp_.head_dim));
     if (sp_.decode)
       return cuda::run_decode_attention(dplan_, st.q.p, kv, static_cast<int32_t*>(meta_lens_.p),
@@ -232,6 +240,10 @@ class AttentionCase : public KernelCase {
     return roofline::prefill_ws_work(seqs, sp_.num_q_heads, sp_.head_dim);
   }
   size_t q_elems() const { return static_cast<size_t>(T_) * sp_.num_q_heads * sp_.head_dim; }
+  cuda::KvFormat kv_format() const {
+    return sp_.fp8_kv ? cuda::KvFormat::kFP8 : cuda::KvFormat::kBF16;
+  }
+  size_t kv_bytes() const { return sp_.fp8_kv ? 1 : 2; }
   size_t cache_elems() const {
     return static_cast<size_t>(num_blocks_) * sp_.num_kv_heads * sp_.block_size * sp_.head_dim;
   }
@@ -250,7 +262,8 @@ class AttentionCase : public KernelCase {
                            sp_.plan_max_seq_len > 0
                                ? sp_.plan_max_seq_len
                                : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end()),
-                           sp_.plan_min_split_tokens};
+                           sp_.plan_min_split_tokens,
+                           kv_format()};
       int sms = sp_.plan_num_sms, dev = 0;
       if (sms <= 0 &&
           (cudaGetDevice(&dev) != cudaSuccess ||
@@ -261,7 +274,8 @@ class AttentionCase : public KernelCase {
       cuda::plan_decode_attention(sh, sms, &dplan_).throw_if_error();
     } else {
       cuda::PrefillShape sh{
-          S, T_, sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size, sp_.kernel};
+          S,          T_,         sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size,
+          sp_.kernel, kv_format()};
       cuda::plan_prefill_attention(sh, &pplan_).throw_if_error();
     }
   }
@@ -289,13 +303,36 @@ class AttentionCase : public KernelCase {
     }
     Set& st = *sets_[i];
     CEILING_CUDA_CHECK(cudaMemcpy(st.q.p, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
-    CEILING_CUDA_CHECK(cudaMemcpy(st.k.p, k.data(), k.size() * 2, cudaMemcpyHostToDevice));
-    CEILING_CUDA_CHECK(cudaMemcpy(st.v.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
+    if (sp_.fp8_kv) {  // what the cache stores of those bf16 values; NaN stays NaN
+      std::vector<float> fk(k.size()), fv(v.size());
+      const float ik = 1.0f / sp_.k_scale, iv = 1.0f / sp_.v_scale;
+      std::vector<uint8_t> k8(k.size()), v8(v.size());
+      for (size_t e = 0; e < k.size(); ++e) {
+        k8[e] = k[e] == kNanBf16 ? kNanE4m3 : f32_to_e4m3(bf16_to_f32(k[e]) * ik);
+        v8[e] = v[e] == kNanBf16 ? kNanE4m3 : f32_to_e4m3(bf16_to_f32(v[e]) * iv);
+      }
+      CEILING_CUDA_CHECK(cudaMemcpy(st.k.p, k8.data(), k8.size(), cudaMemcpyHostToDevice));
+      CEILING_CUDA_CHECK(cudaMemcpy(st.v.p, v8.data(), v8.size(), cudaMemcpyHostToDevice));
+      if (i == 0) {
+        hk8_ = std::move(k8);
+        hv8_ = std::move(v8);
+      }
+    } else {
+      CEILING_CUDA_CHECK(cudaMemcpy(st.k.p, k.data(), k.size() * 2, cudaMemcpyHostToDevice));
+      CEILING_CUDA_CHECK(cudaMemcpy(st.v.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
+    }
     if (i == 0) {
       hq_ = std::move(q);
       hk_ = std::move(k);
       hv_ = std::move(v);
     }
+  }
+  // Cache element e of set 0 as the kernels must read it.
+  float cached_k(size_t e) const {
+    return sp_.fp8_kv ? e4m3_to_f32(hk8_[e]) * sp_.k_scale : bf16_to_f32(hk_[e]);
+  }
+  float cached_v(size_t e) const {
+    return sp_.fp8_kv ? e4m3_to_f32(hv8_[e]) * sp_.v_scale : bf16_to_f32(hv_[e]);
   }
 
   // Reference for a sample of query tokens: each becomes a one-token sequence over a compact
@@ -339,8 +376,8 @@ class AttentionCase : public KernelCase {
                            Hkv * tile,
                      dst = static_cast<size_t>(compact[s] + b) * Hkv * tile;
         for (size_t e = 0; e < Hkv * tile; ++e) {
-          ck[dst + e] = bf16_to_f32(hk_[src + e]);
-          cv[dst + e] = bf16_to_f32(hv_[src + e]);
+          ck[dst + e] = cached_k(src + e);
+          cv[dst + e] = cached_v(src + e);
         }
       }
     }
@@ -393,6 +430,7 @@ class AttentionCase : public KernelCase {
   std::vector<std::unique_ptr<Set>> sets_;
   DevMem meta_qs_, meta_lens_, meta_tables_, workspace_;
   std::vector<uint16_t> hq_, hk_, hv_;
+  std::vector<uint8_t> hk8_, hv8_;  // fp8 cache: the stored bytes
   uint64_t seed_ = 0;
 };
 
@@ -444,6 +482,33 @@ void register_attention_cases(CaseList& out) {
     }
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
+  // fp8 (E4M3) cache, per-tensor scales: the #16 target B=32 ctx 4096 GQA 32/8 d 128 (≥ 85 % of
+  // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=1 ctx 32768 (splits), and a batch of
+  // 64 at ctx 1024 (two CTAs an SM). Prefill reads an fp8 cache with the mma.sync kernel only:
+  // beside the bf16 mma_sync and auto cases below.
+  for (auto [b, ctx] : {std::pair{32, 4096}, {1, 32768}, {64, 1024}}) {
+    AttentionSpec s = uniform(true, b, 1, ctx, 32, 8, 128, 16);
+    s.fp8_kv = true;
+    s.k_scale = 0.02f;
+    s.v_scale = 0.02f;
+    out.push_back(make_attention_case(s));
+    if (b == 1) {  // the comparison: one CTA an SM (16 splits) instead of two (33)
+      s.plan_num_sms = 66;
+      s.label = "plan_sms=66";
+      out.push_back(make_attention_case(s));
+    }
+  }
+  {
+    AttentionSpec s = uniform(false, 1, 4096, 4096, 32, 8, 128, 16);
+    s.fp8_kv = true;
+    s.k_scale = s.v_scale = 0.02f;
+    s.check_tokens = 8;
+    out.push_back(make_attention_case(s));
+    s.fp8_kv = false;
+    s.kernel = cuda::PrefillKernel::kMmaSync;
+    s.label = "mma_sync";
+    out.push_back(make_attention_case(s));
+  }
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.
   // "auto" is what the engine gets; the explicit kernels are the comparison (a kernel that this
   // build or device lacks is left out rather than failing the whole family).

@@ -28,6 +28,10 @@ struct AttentionSpec {
   int plan_min_split_tokens = 0;  // decode plan's shortest split; 0 = the library's
   int check_tokens = 0;           // query tokens compared in check(); 0 = all
   std::string label;              // shape label suffix for the result JSON
+  // An fp8 (E4M3) cache with these per-tensor scales (kernels/cuda/kv_format.h): the bf16 values
+  // drawn for K and V are stored as e4m3(x · (1 / scale)), and the reference reads them back.
+  bool fp8_kv = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
 std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec);

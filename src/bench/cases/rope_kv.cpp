@@ -10,6 +10,7 @@
 #include "bench/cases/case_util.h"
 #include "kernels/cpu/ref.h"
 #include "kernels/cuda/rope_kv.h"
+#include "model/quantize.h"
 
 namespace ceiling::bench {
 namespace {
@@ -38,6 +39,7 @@ class RopeKvCase : public CaseBase {
                     kv("D", sh_.D) + " " + kv("bs", sh_.block_size);
     if (sh_.seq_slots) s += " slots=seq";
     if (sh_.cfg) s += " cfg=" + cuda::rope_kv_config_name(*sh_.cfg);
+    if (sh_.fp8_kv) s += " kv=fp8";
     return s;
   }
   nlohmann::json params() const override {
@@ -48,7 +50,8 @@ class RopeKvCase : public CaseBase {
             {"block_size", sh_.block_size},
             {"num_blocks", sh_.num_blocks},
             {"qk_norm", sh_.qk_norm},
-            {"seq_slots", sh_.seq_slots}};
+            {"seq_slots", sh_.seq_slots},
+            {"kv_dtype", sh_.fp8_kv ? "fp8" : "bf16"}};
   }
   std::string baseline_name() const override {
     return "rotate-half + index_copy_ into cache (torch composite)";
@@ -66,7 +69,7 @@ class RopeKvCase : public CaseBase {
     return c;
   }
   size_t set_bytes() const override {
-    const double cache = 2.0 * sh_.num_blocks * sh_.Hkv * sh_.block_size * sh_.D;
+    const double cache = 2.0 * sh_.num_blocks * sh_.Hkv * sh_.block_size * sh_.D * eb() / 2;
     return bf16_bytes(double(sh_.T) * row_ + cache) + 8 * size_t(sh_.T);
   }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
@@ -75,8 +78,8 @@ class RopeKvCase : public CaseBase {
     pos_ = Pool<int32_t>(sh_.T, copies);
     slots_ = Pool<int32_t>(sh_.T, copies);
     const size_t cache = size_t(sh_.num_blocks) * sh_.Hkv * sh_.block_size * sh_.D;
-    kc_ = Pool<bf16>(cache, copies);  // per set: cache writes land in cold memory too
-    vc_ = Pool<bf16>(cache, copies);
+    kc_ = Pool<uint8_t>(cache * eb(), copies);  // per set: cache writes land in cold memory too
+    vc_ = Pool<uint8_t>(cache * eb(), copies);
     freq_ = Pool<float>(inv_freq_.size(), 1);
     norm_ = Pool<bf16>(2 * size_t(sh_.D), 1);
     to_device(freq_.at(0), inv_freq_, s);
@@ -105,6 +108,11 @@ class RopeKvCase : public CaseBase {
     a.v_cache = vc_.at(set);
     a.num_blocks = sh_.num_blocks;
     a.block_size = sh_.block_size;
+    if (sh_.fp8_kv) {
+      a.kv_format = cuda::KvFormat::kFP8;
+      a.k_scale_inv = 1.0f / sh_.k_scale;
+      a.v_scale_inv = 1.0f / sh_.v_scale;
+    }
     if (sh_.qk_norm) {
       a.q_norm_w = norm_.at(0);
       a.k_norm_w = norm_.at(0) + sh_.D;
@@ -120,6 +128,14 @@ class RopeKvCase : public CaseBase {
 
  private:
   static constexpr float kEps = 1e-6f;
+  size_t eb() const { return sh_.fp8_kv ? 1 : 2; }  // bytes per cached value
+  // Cache element i of a host copy, as a reader of the cache takes it.
+  float cached(const std::vector<uint8_t>& c, int64_t i, float scale) const {
+    if (sh_.fp8_kv) return e4m3_to_f32(c[i]) * scale;
+    uint16_t b;
+    std::memcpy(&b, &c[2 * i], 2);
+    return bf16_to_f32(b);
+  }
   // Distinct random slots (or 0, 1, ... with seq_slots); every skip_every-th token gets -1.
   std::vector<int32_t> draw_slots(std::mt19937_64& rng) const {
     std::vector<int32_t> perm(size_t(sh_.num_blocks) * sh_.block_size);
@@ -133,7 +149,8 @@ class RopeKvCase : public CaseBase {
   RopeKvShape sh_;
   int row_;
   std::vector<float> inv_freq_;
-  Pool<bf16> qkv_, kc_, vc_, norm_;
+  Pool<bf16> qkv_, norm_;
+  Pool<uint8_t> kc_, vc_;
   Pool<int32_t> pos_, slots_;
   Pool<float> freq_;
 };
@@ -147,8 +164,8 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
   std::mt19937_64 rng(sd);
   const std::vector<int32_t> slots = draw_slots(rng);
   to_device(slots_.at(0), slots, s);
-  poison(kc_.at(0), kc_.n() * 2, s);
-  poison(vc_.at(0), vc_.n() * 2, s);
+  poison(kc_.at(0), kc_.n(), s);
+  poison(vc_.at(0), vc_.n(), s);
   const auto qkv = to_f32(to_host(qkv_.at(0), qkv_.n(), s));
   const auto pos = to_host(pos_.at(0), T, s);
   const auto norm = to_host(norm_.at(0), norm_.n(), s);
@@ -172,7 +189,8 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
                   k.data());
   }
   cpu::rope(q.data(), k.data(), pos.data(), inv_freq_.data(), T, Hq, Hkv, D);
-  std::vector<float> kref(kc.size(), 0.0f), vref(vc.size(), 0.0f);
+  const size_t cache_elems = kc.size() / eb();
+  std::vector<float> kref(cache_elems, 0.0f), vref(cache_elems, 0.0f);
   cpu::PagedKv cache{kref.data(), vref.data(), sh_.num_blocks, sh_.block_size, Hkv, D};
   cpu::kv_write(k.data(), v.data(), slots.data(), T, cache);
 
@@ -187,30 +205,31 @@ CheckResult RopeKvCase::check(cudaStream_t s) {
       r.failure = "k/v input modified at token " + std::to_string(t);
   }
   const double eq = rel_err(q_out, q);
-  // Cache: written slots compared; every other slot must still hold the poison (0xFFFF).
+  // Cache: written slots compared; every other slot must still hold the poison (0xFF bytes). The
+  // cache holds bf16 of the reference (fp8: e4m3_round of that bf16 value, as CpuOps rounds), k up
+  // to its rounding, v bit-exact.
   std::set<int32_t> written(slots.begin(), slots.end());
   std::vector<float> kg, kr, vg, vr;
-  const auto kc_f = to_f32(kc), vc_f = to_f32(vc);
   for (int64_t slot = 0; slot < int64_t(sh_.num_blocks) * sh_.block_size; ++slot)
     for (int h = 0; h < Hkv; ++h) {
       const int64_t off = cache.offset(slot, h);
       if (written.count(static_cast<int32_t>(slot))) {
-        kg.insert(kg.end(), kc_f.begin() + off, kc_f.begin() + off + D);
-        kr.insert(kr.end(), kref.begin() + off, kref.begin() + off + D);
-        vg.insert(vg.end(), vc_f.begin() + off, vc_f.begin() + off + D);
-        vr.insert(vr.end(), vref.begin() + off, vref.begin() + off + D);
-      } else {
-        uint16_t b[2];
-        for (int d = 0; d < D; ++d) {
-          std::memcpy(&b[0], &kc[off + d], 2);
-          std::memcpy(&b[1], &vc[off + d], 2);
-          if (b[0] != 0xFFFF || b[1] != 0xFFFF)
-            r.failure = "stray cache write at slot " + std::to_string(slot);
+        for (int64_t i = off; i < off + D; ++i) {
+          kg.push_back(cached(kc, i, sh_.k_scale));
+          vg.push_back(cached(vc, i, sh_.v_scale));
+          const float kb = bf16_to_f32(f32_to_bf16(kref[i])),
+                      vb = bf16_to_f32(f32_to_bf16(vref[i]));
+          kr.push_back(sh_.fp8_kv ? e4m3_round(kb, sh_.k_scale) : kb);
+          vr.push_back(sh_.fp8_kv ? e4m3_round(vb, sh_.v_scale) : vb);
         }
+      } else {
+        for (int64_t i = off * int64_t(eb()); i < (off + D) * int64_t(eb()); ++i)
+          if (kc[i] != 0xFF || vc[i] != 0xFF)
+            r.failure = "stray cache write at slot " + std::to_string(slot);
       }
     }
   const double ek = rel_err(kg, kr);
-  const double ev = rel_err(vg, round_bf16(vr));
+  const double ev = rel_err(vg, vr);
   if (ev != 0.0) r.failure = "v cache is not a bit-exact copy";
   r.max_rel_err = std::max({eq, ek, ev});
   r.detail = err_str("q", eq) + "; " + err_str("k_cache", ek) + "; " + err_str("v_cache", ev);

@@ -20,6 +20,9 @@ struct RopeKvShape {
   // An explicit configuration: a comparison case (rope_kv_write_with_config) instead of the one
   // rope_kv_write() takes.
   std::optional<cuda::RopeKvConfig> cfg;
+  // An fp8 (E4M3) cache with these per-tensor scales (kernels/cuda/kv_format.h).
+  bool fp8_kv = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
 // q, k, v come from one fused QKV buffer [T, (Hq + 2·Hkv)·D]; slots are distinct random slots of

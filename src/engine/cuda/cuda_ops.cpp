@@ -77,6 +77,7 @@ std::unique_ptr<Ops> make_cuda_ops(const OpsOptions& options) {
   CudaOpsOptions o;
   o.device_index = options.device_index;
   o.cuda_graphs = options.cuda_graphs;
+  o.fp8_kv_cache = options.fp8_kv_cache;
   o.upload_progress = options.upload_progress;
   return std::make_unique<CudaOps>(std::move(o));
 }
@@ -282,7 +283,8 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
     rms_norm(residual, nullptr, norm, h);
     in = &h;
   }
-  if (config_.qk_norm || fallback_rope_) {  // the per-head norm needs all of a head: not fused
+  // Not fused: the per-head norm needs all of a head; the epilogue writes a bf16 cache only.
+  if (config_.qk_norm || fallback_rope_ || options_.fp8_kv_cache) {
     qkv_proj_into_pending(l, *in, &f, q, k, v, nullptr);
     if (config_.qk_norm) qk_norm(l, q, k);
     rope_kv_write(l, q, k, v, kv);
@@ -383,8 +385,13 @@ void CudaOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, con
   a.positions = dev<int32_t>(meta_.positions);
   a.slot_mapping = dev<int32_t>(meta_.slots);
   a.inv_freq = inv_freq_;
-  a.k_cache = static_cast<bf16*>(kv.k[l].data);
-  a.v_cache = static_cast<bf16*>(kv.v[l].data);
+  a.k_cache = kv.k[l].data;
+  a.v_cache = kv.v[l].data;
+  a.kv_format = kv_format();
+  if (options_.fp8_kv_cache) {
+    a.k_scale_inv = 1.0f / k_scale_[l];
+    a.v_scale_inv = 1.0f / v_scale_[l];
+  }
   a.num_blocks = kv.num_blocks + 1;  // the dummy block is addressable (never written: slot -1)
   a.block_size = kv.block_size;
   a.norm_eps = static_cast<float>(c.rms_norm_eps);
@@ -430,8 +437,13 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
     cuda_impl::fallback_attention(a, stream_).throw_if_error();
     return;
   }
-  const cuda::PagedKvDevice pk{kv.k[l].data,  kv.v[l].data,   kv.num_blocks + 1,
-                               kv.block_size, c.num_kv_heads, c.head_dim};
+  cuda::PagedKvDevice pk{kv.k[l].data,  kv.v[l].data,   kv.num_blocks + 1,
+                         kv.block_size, c.num_kv_heads, c.head_dim};
+  pk.format = kv_format();
+  if (options_.fp8_kv_cache) {
+    pk.k_scale = k_scale_[l];
+    pk.v_scale = v_scale_[l];
+  }
   if (decode_) {
     cuda::run_decode_attention(decode_plan_, qp, pk, dev<int32_t>(meta_.seq_lens),
                                dev<int32_t>(meta_.tables), meta_.mb_cap, scale, op, attn_ws_,

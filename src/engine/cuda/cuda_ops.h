@@ -1,5 +1,7 @@
-// CudaOps: the GPU backend of the Ops interface (engine/ops.h). bf16 activations and weights,
-// bf16 paged KV cache, fp32 logits; every op is a launcher of src/kernels/cuda/ on one stream.
+// CudaOps: the GPU backend of the Ops interface (engine/ops.h). bf16 activations, bf16 (or fp8 /
+// int4, gemv_quant.h) weights, a bf16 or fp8 (E4M3, the layers' k_scale / v_scale:
+// kernels/cuda/kv_format.h) paged KV cache, fp32 logits; every op is a launcher of
+// src/kernels/cuda/ on one stream.
 //
 // Memory: weights live in one allocation filled straight from the host views (the mmap of
 // load_model) through pinned staging buffers, with QKV and gate/up fused (weight_upload.h).
@@ -44,6 +46,9 @@ struct CudaOpsOptions {
   int device_index = 0;
   bool cuda_graphs = true;    // false: every step eager (--no-graphs / --enforce-eager)
   int max_graph_batch = 256;  // largest decode bucket captured; bigger decode steps run eagerly
+  // --kv-cache-dtype fp8: caches hold E4M3 (head_dim 64 or 128). The QKV GEMV then leaves RoPE
+  // and the cache write to rope_kv_write (its fused epilogue writes bf16 only).
+  bool fp8_kv_cache = false;
   // (source bytes copied, total) during upload(), e.g. for a progress line on a TTY.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };
@@ -66,7 +71,7 @@ class CudaOps final : public Ops {
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::kCuda; }
   DType act_dtype() const override { return DType::kBF16; }
-  DType kv_dtype() const override { return DType::kBF16; }
+  DType kv_dtype() const override { return options_.fp8_kv_cache ? DType::kF8E4M3 : DType::kBF16; }
 
   TensorView alloc(DType dtype, std::initializer_list<int64_t> shape) override;
   const ModelWeights& upload(const ModelConfig& config, const ModelWeights& host) override;
@@ -200,6 +205,9 @@ class CudaOps final : public Ops {
                              const TensorView& q, const TensorView& k, const TensorView& v,
                              KvCache* kv);
   const cuda_impl::FusedLayerWeights& fused(int layer) const;
+  cuda::KvFormat kv_format() const {
+    return options_.fp8_kv_cache ? cuda::KvFormat::kFP8 : cuda::KvFormat::kBF16;
+  }
 
   CudaOpsOptions options_;
   cudaStream_t stream_ = nullptr;
@@ -211,7 +219,8 @@ class CudaOps final : public Ops {
   bool uploaded_ = false;
   ModelConfig config_;
   cuda_impl::DeviceWeights weights_;
-  float* inv_freq_ = nullptr;  // [D/2] device
+  float* inv_freq_ = nullptr;             // [D/2] device
+  std::vector<float> k_scale_, v_scale_;  // per layer: the fp8 cache's scales (else 1)
   std::vector<KvAlloc> kv_allocs_;
   int64_t row_cap_ = INT64_MAX;  // fewest rows of any alloc()'d buffer of rank ≥ 2
 

@@ -1,5 +1,6 @@
 // CudaOps memory: the workspace arena (alloc), the weight upload, KV caches and host copies.
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "core/check.h"
@@ -33,6 +34,19 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
   const int D = config.head_dim;
   CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
                  "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
+  CEILING_ENSURE(!options_.fp8_kv_cache || D == 64 || D == 128,
+                 "cuda: --kv-cache-dtype fp8 needs head_dim 64 or 128 (got {})", D);
+  k_scale_.clear();
+  v_scale_.clear();
+  for (const LayerWeights& l : host.layers) {
+    CEILING_ENSURE(
+        std::isfinite(l.k_scale) && l.k_scale > 0 && std::isfinite(l.v_scale) && l.v_scale > 0,
+        "cuda: layer {}: KV-cache scales k_scale {} / v_scale {} must be finite and "
+        "positive",
+        k_scale_.size(), l.k_scale, l.v_scale);
+    k_scale_.push_back(l.k_scale);
+    v_scale_.push_back(l.v_scale);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   weights_ = cuda_impl::upload_weights(config, host, stream_, options_.upload_progress);
   stats_.upload_ms =
@@ -65,17 +79,17 @@ KvCache CudaOps::alloc_kv_cache(int num_blocks, int block_size) {
                  "KV cache: num_blocks {} and block_size {} must be positive", num_blocks,
                  block_size);
   // Per layer K and V each [num_blocks + 1, Hkv, block_size, D]: the extra block is the dummy.
-  const size_t per =
-      static_cast<size_t>(num_blocks + 1) * c.num_kv_heads * block_size * c.head_dim * sizeof(bf16);
+  const DType dt = kv_dtype();
+  const size_t per = dtype_bytes(
+      dt, static_cast<size_t>(num_blocks + 1) * c.num_kv_heads * block_size * c.head_dim);
   KvAlloc a;
   a.mem = cuda_impl::DeviceBuffer(per * 2 * c.num_layers);
   CEILING_CUDA_CHECK(cudaMemsetAsync(a.mem.get(), 0, a.mem.bytes(), stream_));
-  KvCache kv{c.num_layers, num_blocks,   block_size, c.num_kv_heads,
-             c.head_dim,   DType::kBF16, {},         {}};
+  KvCache kv{c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, dt, {}, {}};
   char* base = static_cast<char*>(a.mem.get());
   for (int l = 0; l < c.num_layers; ++l) {
     for (int which = 0; which < 2; ++which) {
-      TensorView t(base + per * (2 * l + which), DType::kBF16,
+      TensorView t(base + per * (2 * l + which), dt,
                    {num_blocks, c.num_kv_heads, block_size, c.head_dim}, Device::kCuda);
       (which ? kv.v : kv.k).push_back(t);
     }

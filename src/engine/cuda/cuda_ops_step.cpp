@@ -39,8 +39,8 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   mode_ = Mode::kIdle;
   const KvAlloc& ka = find_kv(kv);
   CEILING_ENSURE(kv.num_layers == c.num_layers && kv.num_kv_heads == c.num_kv_heads &&
-                     kv.head_dim == c.head_dim && kv.dtype == DType::kBF16,
-                 "CudaOps: KV cache shape does not match the model");
+                     kv.head_dim == c.head_dim && kv.dtype == kv_dtype(),
+                 "CudaOps: KV cache shape or dtype does not match the model and the backend");
   step.validate(kv.num_blocks, kv.block_size);
   const int T = step.num_tokens(), S = step.num_seqs(), R = step.num_logits_rows();
   decode_ = step.is_decode();
@@ -167,13 +167,17 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
                  "cuda: attention with head_dim {} needs a KV block size of 16, 32, 64, 128 or "
                  "256 (got {})",
                  D, bs);
+  CEILING_ENSURE(
+      !fallback_attention_ || !options_.fp8_kv_cache,
+      "cuda: --kv-cache-dtype fp8 needs a KV block size of 16, 32, 64, 128 or 256 (got {})", bs);
   if (!fallback_attention_) {
     size_t ws = 0;
     if (decode_) {
       // A graph (and its warm-up) serves every context the block table can hold; an eager
       // step its own.
-      const cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
-                                 D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
+      cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
+                           D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
+      sh.kv_format = kv_format();
       cuda::plan_decode_attention(sh, &decode_plan_).throw_if_error();
       ws = decode_plan_.workspace_bytes;
     } else {
@@ -184,6 +188,7 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
       sh.num_kv_heads = c.num_kv_heads;
       sh.head_dim = D;
       sh.block_size = bs;
+      sh.kv_format = kv_format();
       cuda::plan_prefill_attention(sh, &prefill_plan_).throw_if_error();
       ws = prefill_plan_.workspace_bytes;
     }

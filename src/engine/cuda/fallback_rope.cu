@@ -32,7 +32,7 @@ __global__ void rope_kv_fallback_kernel(cuda::RopeKvArgs a) {
       const int hk = h - a.Hq;
       const bf16* x = a.k + t * a.k_stride + static_cast<int64_t>(hk) * a.D;
       const float x0 = __bfloat162float(x[i]), x1 = __bfloat162float(x[i + half]);
-      bf16* dst = cache_at(a.k_cache, hk);
+      bf16* dst = cache_at(static_cast<bf16*>(a.k_cache), hk);
       dst[i] = __float2bfloat16_rn(x0 * c - x1 * s);
       dst[i + half] = __float2bfloat16_rn(x1 * c + x0 * s);
     }
@@ -40,7 +40,7 @@ __global__ void rope_kv_fallback_kernel(cuda::RopeKvArgs a) {
   if (!write) return;
   for (int e = threadIdx.x; e < a.Hkv * a.D; e += blockDim.x) {
     const int hk = e / a.D, d = e % a.D;
-    cache_at(a.v_cache, hk)[d] = a.v[t * a.v_stride + e];
+    cache_at(static_cast<bf16*>(a.v_cache), hk)[d] = a.v[t * a.v_stride + e];
   }
 }
 
@@ -52,6 +52,8 @@ Status fallback_rope_kv_write(const cuda::RopeKvArgs& a, cudaStream_t stream) {
                          a.T, a.Hq, a.Hkv, a.D, a.block_size);
   if (a.q_norm_w || a.k_norm_w)
     return Status::error("fallback rope_kv_write: the q/k norm is not fused here");
+  if (a.kv_format != cuda::KvFormat::kBF16)
+    return Status::error("fallback rope_kv_write: writes a bf16 cache only");
   if (a.T == 0) return Status();
   rope_kv_fallback_kernel<<<a.T, kThreads, 0, stream>>>(a);
   CEILING_CUDA_RETURN_LAST();

@@ -26,10 +26,12 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "kernels/cuda/kv_format.h"
 
 namespace ceiling::cuda {
 
-// One layer's paged KV cache (device pointers, bf16).
+// One layer's paged KV cache (device pointers; bf16, or E4M3 bytes with per-tensor scales:
+// kv_format.h).
 struct PagedKvDevice {
   const void* k = nullptr;  // [num_blocks, Hkv, block_size, D]
   const void* v = nullptr;  // [num_blocks, Hkv, block_size, D]
@@ -37,6 +39,8 @@ struct PagedKvDevice {
   int block_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
+  KvFormat format = KvFormat::kBF16;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8: a stored value means value · scale
 };
 
 // Device copies of cpu::AttnBatch plus the host-known token count.
@@ -60,6 +64,7 @@ struct DecodeShape {
   int max_seq_len = 0;  // upper bound of seq_lens[s] the plan is sized for
   // Shortest KV split (a multiple of 16); 0 = the library's choice (256, measured).
   int min_split_tokens = 0;
+  KvFormat kv_format = KvFormat::kBF16;  // the cache the plan will read (sizes its pipeline)
 };
 
 struct DecodePlan {
@@ -68,7 +73,7 @@ struct DecodePlan {
   int max_splits = 1;        // most splits of any sequence (whole waves of CTAs)
   int q_chunks = 1;          // ceil(group / 16): query heads of a group handled 16 at a time
   // cp.async stages per warp: 4 when the grid fits one CTA per SM (a deeper pipeline, and its
-  // 128 KB of shared memory (head_dim 128) costs no co-resident CTA), else 3.
+  // 128 KB of shared memory (head_dim 128) costs no co-resident CTA), else 3; an fp8 cache 4.
   int stages = 3;
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;
@@ -115,6 +120,9 @@ struct PrefillShape {
   int head_dim = 0;
   int block_size = 0;
   PrefillKernel kernel = PrefillKernel::kAuto;
+  // An fp8 cache is read by the mma.sync kernel only (kAuto resolves to it; the wgmma kernels
+  // refuse it): its K/V tiles land as E4M3 and are converted to bf16 in shared memory.
+  KvFormat kv_format = KvFormat::kBF16;
 };
 
 struct PrefillPlan {

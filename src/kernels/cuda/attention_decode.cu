@@ -18,6 +18,12 @@
 // counted with an atomic per group, reset by that last CTA —
 // merges them (one launch, no separate combine kernel).
 //
+// fp8 KV cache (kv_format.h): a warp's cp.async stages hold the E4M3 bytes of its tiles (half
+// the bf16 bytes, so twice the stages for the same bytes in flight); once a tile has landed the
+// warp converts it into one bf16 K/V tile of its own (exact: e4m3 · 2^-8, fp8.cuh), laid out as
+// the bf16 path's stages, and the same ldmatrix / mma code runs on it. The scales (and the 2^8)
+// are folded into the softmax scale (k) and the final normalization (v).
+//
 // Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
 // new K/V) before its first read; the next kernel may launch once every CTA has started.
 #include <cuda_bf16.h>
@@ -28,6 +34,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
@@ -40,8 +47,12 @@ constexpr int kTile = 16;  // tokens per warp tile
 // CTA slots the split heuristic fills: one per SM. Two fit (96 KB of shared memory each), but
 // measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
-// and fewer splits mean a shorter merge.
-constexpr int kSplitSlotsPerSm = 1;
+// and fewer splits mean a shorter merge. An fp8 cache: two. Its CTA converts every tile before
+// the mma (more instructions per byte): with one CTA an SM (8 stages) an H100 read 51 % of its
+// bandwidth at B=1 ctx 32768 (r44, 42.3 µs), latency-bound on the 4 warps' dependent chains.
+constexpr int split_slots_per_sm(KvFormat f) {
+  return f == KvFormat::kFP8 ? 2 : 1;
+}
 // Default shortest split. Measured on an H100 (batch 1, 8 KV heads, ctx 256, bench r9): one split
 // per head (8 CTAs, 4 tiles per warp) 5.07 µs against 6.23 µs for 4 splits of 64 (one tile per
 // warp): the partial stores, the arrival atomic and the merge's L2 round trips cost more than the
@@ -50,8 +61,8 @@ constexpr int kMinSplitTokens = 256;
 
 struct DecodeParams {
   const __nv_bfloat16* q;  // [S, Hq, D]
-  const __nv_bfloat16* k;  // [num_blocks, Hkv, BS, D]
-  const __nv_bfloat16* v;
+  const void* k;           // [num_blocks, Hkv, BS, D] bf16, or E4M3 bytes (fp8 cache)
+  const void* v;
   __nv_bfloat16* out;           // [S, Hq, D]
   const int32_t* seq_lens;      // [S]
   const int32_t* block_tables;  // [S, max_blocks]
@@ -59,12 +70,20 @@ struct DecodeParams {
   float* part_lse;              // [S, Hq, max_splits]
   int* counters;                // [S, Hkv × q_chunks] splits finished; zero between runs
   int max_blocks, num_blocks, hq, hkv, group, q_chunks, min_split, max_splits;
-  float scale_log2;
+  float scale_log2;  // softmax scale · log2(e) (· k_scale · 2^8 for an fp8 cache)
+  float out_scale;   // 1 (· v_scale · 2^8 for an fp8 cache)
 };
 
-template <int D, int kStages>
+// Bytes of one K or V tile in a stage (bf16 or E4M3).
+template <int D, bool kFp8>
+constexpr int stage_tile_bytes() {
+  return kTile * D * (kFp8 ? 1 : 2);
+}
+template <int D, int kStages, bool kFp8>
 constexpr int decode_smem_bytes() {
-  constexpr int pipe = kWarps * kStages * 2 * kTile * D * 2;
+  // Per warp: the stages, plus (fp8) the converted bf16 K and V tiles.
+  constexpr int pipe =
+      kWarps * (kStages * 2 * stage_tile_bytes<D, kFp8>() + (kFp8 ? 2 * kTile * D * 2 : 0));
   constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
   return pipe > merge ? pipe : merge;
 }
@@ -80,11 +99,13 @@ __device__ __forceinline__ Split split_for(int len, int min_split, int max_split
   return {ceil_div(len, partition), partition};  // count ≤ want: partition ≥ len / want
 }
 
-template <int D, int BS, int kStages>
+template <int D, int BS, int kStages, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr int kTileBytes = kTile * D * 2;
+  constexpr int kEb = kFp8 ? 1 : 2;          // bytes per cached value
+  constexpr int kChunks = D * kEb / 16;      // 16-byte chunks per cached row
+  constexpr int kTileBytes = kTile * D * 2;  // a bf16 tile (what ldmatrix reads)
+  constexpr int kStageTile = stage_tile_bytes<D, kFp8>();
   extern __shared__ __align__(128) uint8_t smem[];
 
   detail::pdl_launch_dependents();
@@ -129,7 +150,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     }
   }
 
-  uint8_t* wsm = smem + warp * kStages * 2 * kTileBytes;  // this warp's K/V stages
+  // This warp's K/V stages, then (fp8) its converted bf16 K and V tiles.
+  uint8_t* wsm = smem + warp * (kStages * 2 * kStageTile + (kFp8 ? 2 * kTileBytes : 0));
+  const uint32_t cvt_k = smem_addr(wsm + kStages * 2 * kStageTile), cvt_v = cvt_k + kTileBytes;
+  const char* kbase = static_cast<const char*>(p.k);
+  const char* vbase = static_cast<const char*>(p.v);
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
 
   // Block-table entries of the warp's tiles, 32 at a time: lane j holds tile (32c + j)'s, loaded
@@ -143,16 +168,38 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     }
     const int page = __shfl_sync(0xffffffffu, pages, i % 32);
     const bool page_ok = page >= 0 && page < p.num_blocks;
-    const int64_t base =
-        ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D;
-    const uint32_t ks = smem_addr(wsm + stage * 2 * kTileBytes), vs = ks + kTileBytes;
+    const int64_t base =  // bytes
+        ((static_cast<int64_t>(page_ok ? page : 0) * p.hkv + kvh) * BS + ts % BS) * D * kEb;
+    const uint32_t ks = smem_addr(wsm + stage * 2 * kStageTile), vs = ks + kStageTile;
 #pragma unroll
     for (int j = 0; j < kTile * kChunks / 32; ++j) {
       const int c = lane + 32 * j, row = c / kChunks, ch = c % kChunks;
       const bool ok = page_ok && ts + row < t1;
-      const int64_t off = base + row * D + ch * 8;
-      cp_async16(ks + swz<D>(row, ch), p.k + off, ok);
-      cp_async16(vs + swz<D>(row, ch), p.v + off, ok);
+      const int64_t off = base + (row * kChunks + ch) * 16;
+      // bf16: swizzled for ldmatrix; fp8: row-major (the conversion reads it by chunks).
+      const uint32_t dst = kFp8 ? static_cast<uint32_t>(c * 16) : swz<D>(row, ch);
+      cp_async16(ks + dst, kbase + off, ok);
+      cp_async16(vs + dst, vbase + off, ok);
+    }
+  };
+  // fp8: the landed stage's E4M3 tiles into the warp's bf16 tiles (swizzled as a bf16 stage).
+  auto convert_tile = [&](int stage) {
+    const uint8_t* src = wsm + stage * 2 * kStageTile;
+#pragma unroll
+    for (int j = 0; j < kTile * kChunks / 32; ++j) {
+      const int c = lane + 32 * j, row = c / kChunks, ch = c % kChunks;
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src + kv * kStageTile + c * 16);
+        const uint32_t dst = kv ? cvt_v : cvt_k;
+        const uint4 lo = detail::fp8x8_bf16_2m8(raw.x, raw.y);
+        const uint4 hi = detail::fp8x8_bf16_2m8(raw.z, raw.w);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swz<D>(row, 2 * ch)),
+                     "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w));
+        asm volatile(
+            "st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swz<D>(row, 2 * ch + 1)),
+            "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w));
+      }
     }
   };
 
@@ -171,7 +218,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     cp_async_commit();
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    const uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kTileBytes), vs = ks + kTileBytes;
+    uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kStageTile), vs = ks + kTileBytes;
+    if constexpr (kFp8) {
+      convert_tile(i % kStages);
+      __syncwarp();
+      ks = cvt_k;
+      vs = cvt_v;
+    }
     const int ts = t0 + (warp + i * kWarps) * kTile;
 
     // S[16 q rows][16 tokens] = Q · K^T
@@ -265,7 +318,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
       const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * 16 + r) * D + c);
       acc.x += f * x.x, acc.y += f * x.y, acc.z += f * x.z, acc.w += f * x.w;
     }
-    const float inv = 1.0f / sum;
+    const float inv = p.out_scale / sum;
     const int64_t row = static_cast<int64_t>(s) * p.hq + head0 + r;
     if (n_splits == 1) {
       __nv_bfloat16* dst = p.out + row * D + c;
@@ -357,7 +410,7 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   pl.q_chunks = ceil_div(shape.num_q_heads / shape.num_kv_heads, 16);
   // Split the context only when (sequence, KV head) pairs leave most CTA slots idle.
   const int64_t work = static_cast<int64_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks;
-  const int64_t slots = static_cast<int64_t>(num_sms) * kSplitSlotsPerSm;
+  const int64_t slots = static_cast<int64_t>(num_sms) * split_slots_per_sm(shape.kv_format);
   pl.min_split_tokens = shape.min_split_tokens > 0 ? shape.min_split_tokens : kMinSplitTokens;
   // Whole waves: work × splits ≤ slots, so no second, partial wave of CTAs.
   int splits = 1;
@@ -367,8 +420,12 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   }
   pl.max_splits = splits;
   // Measured (H200, same machine, run 11 of bench/attention_notes.md): 4 stages beat 3 by
-  // ~5 % at B=1 ctx 32768 and B=8 ctx 8192; 6 gained nothing more.
-  pl.stages = work * splits <= num_sms ? 4 : 3;
+  // ~5 % at B=1 ctx 32768 and B=8 ctx 8192; 6 gained nothing more. An fp8 cache: 4 stages of
+  // half the bytes plus the converted tiles, 96 KB at head_dim 128, so two CTAs fit an SM.
+  if (shape.kv_format == KvFormat::kFP8)
+    pl.stages = 4;
+  else
+    pl.stages = work * splits <= num_sms ? 4 : 3;
   pl.workspace_bytes =
       pl.max_splits > 1
           ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
@@ -404,6 +461,9 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
         "decode attention: cache (head_dim {}, block_size {}, kv heads {}) differs from the plan "
         "({}, {}, {})",
         kv.head_dim, kv.block_size, kv.num_kv_heads, sh.head_dim, sh.block_size, sh.num_kv_heads);
+  if (kv.format != sh.kv_format)
+    return Status::error("decode attention: the cache is {} but the plan was made for {}",
+                         kv_format_name(kv.format), kv_format_name(sh.kv_format));
   if (!q || !kv.k || !kv.v || !seq_lens || !block_tables || !out)
     return Status::error("decode attention: null device pointer");
   if (max_blocks < 1 || kv.num_blocks < 1)
@@ -414,8 +474,8 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
 
   DecodeParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);
-  p.k = static_cast<const __nv_bfloat16*>(kv.k);
-  p.v = static_cast<const __nv_bfloat16*>(kv.v);
+  p.k = kv.k;
+  p.v = kv.v;
   p.out = static_cast<__nv_bfloat16*>(out);
   p.seq_lens = seq_lens;
   p.block_tables = block_tables;
@@ -435,12 +495,24 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.q_chunks = plan.q_chunks;
   p.min_split = plan.min_split_tokens;
   p.max_splits = plan.max_splits;
-  p.scale_log2 = scale * kLog2e;
+  const bool fp8 = kv.format == KvFormat::kFP8;
+  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale * detail::kFp8Bf16Unscale : 1.0f);
+  p.out_scale = fp8 ? kv.v_scale * detail::kFp8Bf16Unscale : 1.0f;
 
   return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
-    const bool deep = plan.stages == 4;
-    const int smem = deep ? decode_smem_bytes<D, 4>() : decode_smem_bytes<D, 3>();
-    auto* kern = deep ? decode_kernel<D, BS, 4> : decode_kernel<D, BS, 3>;
+    int smem = 0;
+    void (*kern)(DecodeParams) = nullptr;
+    const auto pick = [&]<int kStages, bool kFp8>() {
+      if (plan.stages != kStages || fp8 != kFp8) return;
+      smem = decode_smem_bytes<D, kStages, kFp8>();
+      kern = decode_kernel<D, BS, kStages, kFp8>;
+    };
+    pick.template operator()<3, false>();
+    pick.template operator()<4, false>();
+    pick.template operator()<4, true>();
+    if (!kern)
+      return Status::error("decode attention: {} stages not built for a {} cache", plan.stages,
+                           kv_format_name(kv.format));
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(plan.max_splits, sh.num_kv_heads * plan.q_chunks, sh.num_seqs);

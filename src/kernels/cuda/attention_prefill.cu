@@ -10,7 +10,10 @@
 // paged cache with 16-byte cp.async into swizzled shared memory, double-buffered (the next tile
 // loads while this one computes). Tiles are walked from the diagonal down to key 0, so only the
 // first one or two need the causal mask. Softmax is online in fp32 (log2 domain), P is rounded to
-// bf16 for the P·V product, accumulation is fp32. All prefill kernels are launched with PDL
+// bf16 for the P·V product, accumulation is fp32. With an fp8 cache (kv_format.h) the stages hold
+// the tiles' E4M3 bytes and, once landed, the CTA converts them into one bf16 K/V buffer laid out
+// as a bf16 stage (exact: e4m3 · 2^-8, the scales folded into the softmax scale and the final
+// normalization); the rest is the bf16 path. All prefill kernels are launched with PDL
 // (pdl.cuh) and wait on the previous kernel before their first read.
 #include <cuda_bf16.h>
 
@@ -18,6 +21,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/attention_prefill_sm90.h"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda {
@@ -27,15 +31,19 @@ using namespace attn;
 
 constexpr int kBM = 128, kBN = 64, kWarps = 8;
 
-template <int D>
+template <int D, bool kFp8>
 constexpr int prefill_smem_bytes() {
-  return kBM * D * 2 + 2 * 2 * kBN * D * 2;  // Q tile + 2 stages of (K, V)
+  // Q tile + 2 stages of (K, V) [+ fp8: the converted bf16 (K, V)]
+  return kBM * D * 2 + 2 * 2 * kBN * D * (kFp8 ? 1 : 2) + (kFp8 ? 2 * kBN * D * 2 : 0);
 }
 
-template <int D, int BS>
+template <int D, int BS, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const PrefillParams p) {
-  constexpr int kChunks = D / 8;
-  constexpr int kKvBytes = kBN * D * 2;
+  constexpr int kChunks = D / 8;  // 16-byte chunks of a bf16 row
+  constexpr int kEb = kFp8 ? 1 : 2;
+  constexpr int kKvChunks = D * kEb / 16;  // 16-byte chunks of a cached row
+  constexpr int kKvBytes = kBN * D * 2;    // a bf16 K or V tile
+  constexpr int kStageTile = kBN * D * kEb;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ QTile sh_tile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -51,6 +59,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
   if (tile.seq < 0) return;
   const int h = blockIdx.x, kvh = h / p.group;
   const uint32_t sq = smem_addr(smem), skv = sq + kBM * D * 2;
+  const uint32_t scvt = skv + 2 * 2 * kStageTile;  // fp8: the converted K, V
+  const char* kbase = reinterpret_cast<const char*>(p.k);
+  const char* vbase = reinterpret_cast<const char*>(p.v);
 
   for (int c = threadIdx.x; c < kBM * kChunks; c += blockDim.x) {
     const int row = c / kChunks, ch = c % kChunks, i = tile.i0 + row;
@@ -63,15 +74,32 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(tile.seq) * p.max_blocks;
   auto load_kv = [&](int n, int stage) {
-    const uint32_t ks = skv + stage * 2 * kKvBytes, vs = ks + kKvBytes;
-    for (int c = threadIdx.x; c < kBN * kChunks; c += blockDim.x) {
-      const int row = c / kChunks, ch = c % kChunks, tok = n * kBN + row;
+    const uint32_t ks = skv + stage * 2 * kStageTile, vs = ks + kStageTile;
+    for (int c = threadIdx.x; c < kBN * kKvChunks; c += blockDim.x) {
+      const int row = c / kKvChunks, ch = c % kKvChunks, tok = n * kBN + row;
       int page = tok < tile.kv_end ? table[tok / BS] : -1;
       const bool ok = page >= 0 && page < p.num_blocks;
       page = ok ? page : 0;
-      const int64_t off = ((static_cast<int64_t>(page) * p.hkv + kvh) * BS + tok % BS) * D + ch * 8;
-      cp_async16(ks + swz<D>(row, ch), p.k + off, ok);
-      cp_async16(vs + swz<D>(row, ch), p.v + off, ok);
+      const int64_t off =  // bytes
+          (((static_cast<int64_t>(page) * p.hkv + kvh) * BS + tok % BS) * kKvChunks + ch) * 16;
+      // bf16: swizzled for ldmatrix; fp8: row-major (the conversion reads it by chunks).
+      const uint32_t dst = kFp8 ? static_cast<uint32_t>(c * 16) : swz<D>(row, ch);
+      cp_async16(ks + dst, kbase + off, ok);
+      cp_async16(vs + dst, vbase + off, ok);
+    }
+  };
+  // fp8: the landed stage's E4M3 (K, V) into the bf16 buffer, swizzled as a bf16 stage.
+  auto convert_kv = [&](int stage) {
+    const uint8_t* src = smem + (skv - sq) + stage * 2 * kStageTile;
+    for (int c = threadIdx.x; c < 2 * kBN * kKvChunks; c += blockDim.x) {
+      const int kv = c / (kBN * kKvChunks), cc = c % (kBN * kKvChunks);
+      const int row = cc / kKvChunks, ch = cc % kKvChunks;
+      const uint4 raw = *reinterpret_cast<const uint4*>(src + kv * kStageTile + cc * 16);
+      const uint4 lo = detail::fp8x8_bf16_2m8(raw.x, raw.y);
+      const uint4 hi = detail::fp8x8_bf16_2m8(raw.z, raw.w);
+      uint8_t* dst = smem + (scvt - sq) + kv * kKvBytes;
+      *reinterpret_cast<uint4*>(dst + swz<D>(row, 2 * ch)) = lo;
+      *reinterpret_cast<uint4*>(dst + swz<D>(row, 2 * ch + 1)) = hi;
     }
   };
 
@@ -101,7 +129,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const uint32_t ks = skv + st * 2 * kKvBytes, vs = ks + kKvBytes;
+    uint32_t ks = skv + st * 2 * kKvBytes, vs = ks + kKvBytes;
+    if constexpr (kFp8) {
+      convert_kv(st);
+      __syncthreads();
+      ks = scvt;
+      vs = scvt + kKvBytes;
+    }
 
     float sc[kBN / 8][4];
 #pragma unroll
@@ -146,7 +180,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
   // Epilogue: normalize, stage this warp's 16 rows in its own part of the Q tile, store 16 B.
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
-  const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  const float i0 = l0 > 0.0f ? p.out_scale / l0 : 0.0f, i1 = l1 > 0.0f ? p.out_scale / l1 : 0.0f;
   uint8_t* sq_ptr = smem;
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
@@ -171,8 +205,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
 Status run_mma(const PrefillPlan& plan, const PrefillParams& p, cudaStream_t stream) {
   const PrefillShape& sh = plan.shape;
   return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
-    constexpr int smem = prefill_smem_bytes<D>();
-    auto* kern = prefill_mma_kernel<D, BS>;
+    const bool fp8 = sh.kv_format == KvFormat::kFP8;
+    const int smem = fp8 ? prefill_smem_bytes<D, true>() : prefill_smem_bytes<D, false>();
+    auto* kern = fp8 ? prefill_mma_kernel<D, BS, true> : prefill_mma_kernel<D, BS, false>;
     CEILING_CUDA_RETURN(
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CEILING_CUDA_RETURN(detail::launch_pdl(kern, dim3(sh.num_q_heads, plan.tile_slots),
@@ -229,6 +264,12 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   PrefillPlan pl;
   pl.shape = sh;
   pl.kernel = sh.kernel;
+  const bool fp8 = sh.kv_format == KvFormat::kFP8;
+  if (fp8 && pl.kernel != PrefillKernel::kAuto && pl.kernel != PrefillKernel::kMmaSync)
+    return Status::error(
+        "prefill attention: the {} kernel does not read an fp8 cache (mma_sync does)",
+        prefill_kernel_name(pl.kernel));
+  if (fp8) pl.kernel = PrefillKernel::kMmaSync;
   if (pl.kernel == PrefillKernel::kAuto)
     pl.kernel =
         prefill_kernel_available(PrefillKernel::kWgmmaTma, sh.head_dim)  ? PrefillKernel::kWgmmaTma
@@ -259,6 +300,9 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
         "prefill attention: cache (head_dim {}, block_size {}, kv heads {}) differs from the "
         "plan ({}, {}, {})",
         kv.head_dim, kv.block_size, kv.num_kv_heads, sh.head_dim, sh.block_size, sh.num_kv_heads);
+  if (kv.format != sh.kv_format)
+    return Status::error("prefill attention: the cache is {} but the plan was made for {}",
+                         kv_format_name(kv.format), kv_format_name(sh.kv_format));
   if (batch.num_seqs != sh.num_seqs || batch.num_tokens != sh.num_tokens)
     return Status::error("prefill attention: batch (S {}, T {}) differs from the plan (S {}, T {})",
                          batch.num_seqs, batch.num_tokens, sh.num_seqs, sh.num_tokens);
@@ -283,7 +327,9 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   p.hq = sh.num_q_heads;
   p.hkv = sh.num_kv_heads;
   p.group = sh.num_q_heads / sh.num_kv_heads;
-  p.scale_log2 = scale * kLog2e;
+  const bool fp8 = kv.format == KvFormat::kFP8;
+  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale * detail::kFp8Bf16Unscale : 1.0f);
+  p.out_scale = fp8 ? kv.v_scale * detail::kFp8Bf16Unscale : 1.0f;
   if (plan.kernel == PrefillKernel::kWgmmaWs || plan.kernel == PrefillKernel::kWgmmaTma)
     return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
                                       plan.tile_slots, plan.kernel == PrefillKernel::kWgmmaTma,

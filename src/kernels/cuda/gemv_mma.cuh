@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
   }
 
   if constexpr (kW == GemvWeightFormat::kFP8) {  // the row scales, with dequant_bf16's 2^8
-    const float sa = wq.row_scale[row[0]] * 256.0f, sb = wq.row_scale[row[1]] * 256.0f;
+    const float sa = wq.row_scale[row[0]] * kFp8Bf16Unscale,
+                sb = wq.row_scale[row[1]] * kFp8Bf16Unscale;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
       acc[t][0] *= sa;

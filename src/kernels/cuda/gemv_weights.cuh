@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemv_quant.h"
 
 namespace ceiling::cuda::detail {
@@ -19,25 +20,6 @@ __host__ __device__ constexpr int weight_elems() {
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// Four e4m3 bytes (k0..k0+3 in byte order) as two bf16 pairs holding e4m3 · 2^-120 exactly: the
-// sign and the 7 magnitude bits moved into bf16 position (exponent bias 127 instead of 7, so
-// subnormals stay exact). even = bytes (0, 2), odd = bytes (1, 3).
-__device__ __forceinline__ void fp8x4_bf16(uint32_t q, uint32_t& even, uint32_t& odd) {
-  odd = (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);
-  even = ((q << 8) & 0x80008000u) | ((q << 4) & 0x07F007F0u);
-}
-
-// The same four values as fp32 (each bf16 widened by a shift): e4m3 · 2^-120, exactly. Relies
-// on fp32 subnormals (no -ftz).
-__device__ __forceinline__ void fp8x4_scaled(uint32_t q, float* f) {
-  uint32_t even, odd;
-  fp8x4_bf16(q, even, odd);
-  f[0] = __uint_as_float(even << 16);
-  f[1] = __uint_as_float(odd << 16);
-  f[2] = __uint_as_float(even & 0xFFFF0000u);
-  f[3] = __uint_as_float(odd & 0xFFFF0000u);
 }
 
 // Eight int4 values of one word (pack_gemv_int4's nibble order) as four bf16 pairs q − zero, for
@@ -94,24 +76,7 @@ __device__ __forceinline__ uint4 dequant_bf16(const uint4& raw, int v, uint32_t 
   if constexpr (kW == GemvWeightFormat::kBF16) {
     return raw;
   } else if constexpr (kW == GemvWeightFormat::kFP8) {
-    uint32_t o[4];
-    const uint32_t two112_bits = 0x77807780u;  // bf16 2^112, twice
-    __nv_bfloat162 two112;
-    __builtin_memcpy(&two112, &two112_bits, 4);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      uint32_t even, odd;
-      fp8x4_bf16(word(raw, 2 * v + i), even, odd);
-      const uint32_t pair[2] = {__byte_perm(even, odd, 0x5410), __byte_perm(even, odd, 0x7632)};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        __nv_bfloat162 p;
-        __builtin_memcpy(&p, &pair[h], 4);
-        p = __hmul2(p, two112);
-        __builtin_memcpy(&o[2 * i + h], &p, 4);
-      }
-    }
-    return make_uint4(o[0], o[1], o[2], o[3]);
+    return fp8x8_bf16_2m8(word(raw, 2 * v), word(raw, 2 * v + 1));
   } else {
     uint32_t o[4];
     int4x8_bf16(word(raw, v), zw, o);

@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/rope_kv.h"
 
@@ -80,10 +81,12 @@ size_t smem_bytes(int D, int tokens, int threads, int U) {
          size_t{32} * U * threads;
 }
 
-template <int L, int U, bool kNorm>
-__global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1  ? 1
-                                                       : kNorm ? 4
-                                                               : 6)
+// kFp8: the cache stores E4M3 (kv_format.h); a template parameter (as a runtime branch the bf16
+// kernels spill), with the q/k norm's register budget (the conversions need it).
+template <int L, int U, bool kNorm, bool kFp8>
+__global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1          ? 1
+                                                       : kNorm || kFp8 ? 4
+                                                                       : 6)
     rope_kv_kernel(RopeKvArgs a, int Wt, int tokens, bool cs) {
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* norm_w = reinterpret_cast<bf16*>(smem);  // q [D], then k [D]
@@ -104,6 +107,18 @@ __global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1  ? 1
       __stcs(reinterpret_cast<uint4*>(p), detail::as_uint4(v));
     else
       detail::store8(p, v);
+  };
+  // Eight cache values at element offset off: bf16 as they are, or fp8 e4m3(x / scale).
+  const auto store_kv = [&](void* cache, int64_t off, const detail::Bf16x8& v, float scale) {
+    if constexpr (!kFp8) return store(static_cast<bf16*>(cache) + off, v);
+    float f[8];
+    detail::to_float8(v, f);
+    const uint2 b = detail::e4m3x8(f, scale);
+    uint2* dst = reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off);
+    if (cs)
+      __stcs(dst, b);
+    else
+      *dst = b;
   };
   // This thread's staging slots: element halves 0 and 1 of its task u.
   const auto staged = [&](int u, int hh) {
@@ -192,8 +207,8 @@ __global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1  ? 1
       if (r.kind == 2) {  // v: a bit-exact copy
         if (write) {
           const int64_t off = cache_row0 + static_cast<int64_t>(r.head) * a.block_size * a.D;
-          store(a.v_cache + off + i0, x1);
-          store(a.v_cache + off + half + i0, x2);
+          store_kv(a.v_cache, off + i0, x1, a.v_scale_inv);
+          store_kv(a.v_cache, off + half + i0, x2, a.v_scale_inv);
         }
         continue;
       }
@@ -211,8 +226,8 @@ __global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1  ? 1
         store(dst + half + i0, o2);
       } else if (write) {
         const int64_t off = cache_row0 + static_cast<int64_t>(r.head) * a.block_size * a.D;
-        store(a.k_cache + off + i0, o1);
-        store(a.k_cache + off + half + i0, o2);
+        store_kv(a.k_cache, off + i0, o1, a.k_scale_inv);
+        store_kv(a.k_cache, off + half + i0, o2, a.k_scale_inv);
       }
     }
   }
@@ -223,14 +238,15 @@ constexpr int kPrefillFrom = 512;
 
 template <int L, int U, bool kNorm>
 cudaError_t launch(const RopeKvArgs& a, int tokens, bool cs, cudaStream_t stream) {
+  auto* kern = a.kv_format == KvFormat::kFP8 ? rope_kv_kernel<L, U, kNorm, true>
+                                             : rope_kv_kernel<L, U, kNorm, false>;
   constexpr int P = 32 / L;
   const int warp_tasks = (a.Hq + 2 * a.Hkv + P - 1) / P;  // warp-iterations of one token
   // Warps a token: enough for U tasks a thread, at most max_warps(U) a CTA.
   const int Wt = std::max(1, std::min(max_warps(U) / tokens, (warp_tasks + U - 1) / U));
   const int threads = tokens * Wt * 32;
-  return detail::launch_pdl(rope_kv_kernel<L, U, kNorm>, dim3(detail::ceil_div(a.T, tokens)),
-                            dim3(threads), smem_bytes(a.D, tokens, threads, U), stream, a, Wt,
-                            tokens, cs);
+  return detail::launch_pdl(kern, dim3(detail::ceil_div(a.T, tokens)), dim3(threads),
+                            smem_bytes(a.D, tokens, threads, U), stream, a, Wt, tokens, cs);
 }
 
 template <int L>
@@ -253,6 +269,9 @@ Status check_args(const RopeKvArgs& a) {
                          a.D);
   if ((a.q_norm_w == nullptr) != (a.k_norm_w == nullptr))
     return Status::error("rope_kv_write: q_norm_w and k_norm_w must be given together");
+  if (a.kv_format == KvFormat::kFP8 && !(a.k_scale_inv > 0.0f && a.v_scale_inv > 0.0f))
+    return Status::error("rope_kv_write: fp8 cache reciprocal scales k {} v {} must be positive",
+                         a.k_scale_inv, a.v_scale_inv);
   const void* ptrs[] = {a.q, a.k, a.v, a.k_cache, a.v_cache};
   for (const void* p : ptrs)
     if (!detail::aligned16(p))

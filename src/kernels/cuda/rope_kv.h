@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "kernels/cuda/kv_format.h"
 
 namespace ceiling::cuda {
 
@@ -25,10 +26,13 @@ struct RopeKvArgs {
   const int32_t* slot_mapping = nullptr;  // [T]; -1 (any negative) = skip; ≥ num_slots = skip
   const float* inv_freq = nullptr;        // [D/2], device copy of cpu::rope_inv_freq
   // Paged cache, each [num_blocks, Hkv, block_size, D]; slot s is block s / block_size, row
-  // s % block_size. K is written rotated (and normed); the k input is not modified.
-  __nv_bfloat16* k_cache = nullptr;
-  __nv_bfloat16* v_cache = nullptr;
+  // s % block_size. K is written rotated (and normed); the k input is not modified. An fp8
+  // cache (kv_format.h) stores e4m3(x · scale_inv) of the bf16 value the bf16 cache would hold.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
   int num_blocks = 0, block_size = 0;
+  KvFormat kv_format = KvFormat::kBF16;
+  float k_scale_inv = 1.0f, v_scale_inv = 1.0f;  // 1 / the cache's k_scale, v_scale
   // Optional per-head RMSNorm weights [D] applied before the rotation (both or neither).
   const __nv_bfloat16* q_norm_w = nullptr;
   const __nv_bfloat16* k_norm_w = nullptr;
