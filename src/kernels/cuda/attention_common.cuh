@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -58,6 +59,46 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t (&r)[4
 // mma_16816 and pack_bf16 live in common.cuh (the GEMV uses them too).
 using detail::mma_16816;
 using detail::pack_bf16;
+
+// The f16 flavour, for kernels reading an fp8 cache: E4M3 converts to f16 in one instruction a
+// pair (fp8.cuh) and exactly, and q (bf16, |q| < 65504) and P (in [0, 1]) lose nothing in f16's
+// wider mantissa but the values under its normal range (2^-14), which add nothing a row notices.
+__device__ __forceinline__ void mma_16816_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                              uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  uint32_t r;
+  __builtin_memcpy(&r, &v, sizeof(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+  __nv_bfloat162 b;
+  __builtin_memcpy(&b, &v, sizeof(v));
+  const float2 f = __bfloat1622float2(b);
+  return pack_f16(f.x, f.y);
+}
+// bf16 operands (kF16 false) or f16 ones.
+template <bool kF16>
+__device__ __forceinline__ void mma_t(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                      uint32_t b1) {
+  if constexpr (kF16)
+    mma_16816_f16(d, a, b0, b1);
+  else
+    mma_16816(d, a, b0, b1);
+}
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack_t(float lo, float hi) {
+  if constexpr (kF16)
+    return pack_f16(lo, hi);
+  else
+    return pack_bf16(lo, hi);
+}
 
 // 2^x (approximate, flushes subnormals; 2^-inf = 0).
 __device__ __forceinline__ float exp2_fast(float x) {

@@ -18,11 +18,11 @@
 // counted with an atomic per group, reset by that last CTA —
 // merges them (one launch, no separate combine kernel).
 //
-// fp8 KV cache (kv_format.h): a warp's cp.async stages hold the E4M3 bytes of its tiles (half
-// the bf16 bytes, so twice the stages for the same bytes in flight); once a tile has landed the
-// warp converts it into one bf16 K/V tile of its own (exact: e4m3 · 2^-8, fp8.cuh), laid out as
-// the bf16 path's stages, and the same ldmatrix / mma code runs on it. The scales (and the 2^8)
-// are folded into the softmax scale (k) and the final normalization (v).
+// fp8 KV cache (kv_format.h): a warp's cp.async stages hold the E4M3 bytes of its tiles; once a
+// tile has landed the warp converts it into one f16 K/V tile of its own (exact, one cvt a pair:
+// fp8.cuh), laid out as the bf16 path's stages, and the same ldmatrix / mma code runs on it with
+// f16 operands (q converted once, P packed as f16: attention_common.cuh). The scales are folded
+// into the softmax scale (k) and the final normalization (v).
 //
 // Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
 // new K/V) before its first read; the next kernel may launch once every CTA has started.
@@ -70,8 +70,8 @@ struct DecodeParams {
   float* part_lse;              // [S, Hq, max_splits]
   int* counters;                // [S, Hkv × q_chunks] splits finished; zero between runs
   int max_blocks, num_blocks, hq, hkv, group, q_chunks, min_split, max_splits;
-  float scale_log2;  // softmax scale · log2(e) (· k_scale · 2^8 for an fp8 cache)
-  float out_scale;   // 1 (· v_scale · 2^8 for an fp8 cache)
+  float scale_log2;  // softmax scale · log2(e) (· k_scale for an fp8 cache)
+  float out_scale;   // 1 (v_scale for an fp8 cache)
 };
 
 // Bytes of one K or V tile in a stage (bf16 or E4M3).
@@ -147,6 +147,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
       qf[kk][1] = ld(r1, g + 8, c);
       qf[kk][2] = ld(r0, g, c + 8);
       qf[kk][3] = ld(r1, g + 8, c + 8);
+      if constexpr (kFp8)
+        for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
     }
   }
 
@@ -192,8 +194,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
       for (int kv = 0; kv < 2; ++kv) {
         const uint4 raw = *reinterpret_cast<const uint4*>(src + kv * kStageTile + c * 16);
         const uint32_t dst = kv ? cvt_v : cvt_k;
-        const uint4 lo = detail::fp8x8_bf16_2m8(raw.x, raw.y);
-        const uint4 hi = detail::fp8x8_bf16_2m8(raw.z, raw.w);
+        const uint4 lo = detail::fp8x8_f16(raw.x, raw.y);
+        const uint4 hi = detail::fp8x8_f16(raw.z, raw.w);
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swz<D>(row, 2 * ch)),
                      "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w));
         asm volatile(
@@ -233,8 +235,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
       ldmatrix_x4(ks + swz<D>((lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2), b);
-      mma_16816(sc[0], qf[kk], b[0], b[1]);
-      mma_16816(sc[1], qf[kk], b[2], b[3]);
+      mma_t<kFp8>(sc[0], qf[kk], b[0], b[1]);
+      mma_t<kFp8>(sc[1], qf[kk], b[2], b[3]);
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -266,8 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     }
     l0 = l0 * a0 + ps0;
     l1 = l1 * a1 + ps1;
-    const uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]),
-                            pack_bf16(sc[1][0], sc[1][1]), pack_bf16(sc[1][2], sc[1][3])};
+    const uint32_t pa[4] = {pack_t<kFp8>(sc[0][0], sc[0][1]), pack_t<kFp8>(sc[0][2], sc[0][3]),
+                            pack_t<kFp8>(sc[1][0], sc[1][1]), pack_t<kFp8>(sc[1][2], sc[1][3])};
     // O = O·alpha + P · V
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
@@ -276,8 +278,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
           o[2 * dp + 1][3] *= a1;
       uint32_t b[4];
       ldmatrix_x4_trans(vs + swz<D>((lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
-      mma_16816(o[2 * dp], pa, b[0], b[1]);
-      mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
+      mma_t<kFp8>(o[2 * dp], pa, b[0], b[1]);
+      mma_t<kFp8>(o[2 * dp + 1], pa, b[2], b[3]);
     }
     __syncwarp();
   }
@@ -496,8 +498,8 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   p.min_split = plan.min_split_tokens;
   p.max_splits = plan.max_splits;
   const bool fp8 = kv.format == KvFormat::kFP8;
-  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale * detail::kFp8Bf16Unscale : 1.0f);
-  p.out_scale = fp8 ? kv.v_scale * detail::kFp8Bf16Unscale : 1.0f;
+  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
+  p.out_scale = fp8 ? kv.v_scale : 1.0f;
 
   return dispatch_head_block(sh.head_dim, sh.block_size, [&]<int D, int BS>() -> Status {
     int smem = 0;

@@ -11,10 +11,11 @@
 // loads while this one computes). Tiles are walked from the diagonal down to key 0, so only the
 // first one or two need the causal mask. Softmax is online in fp32 (log2 domain), P is rounded to
 // bf16 for the P·V product, accumulation is fp32. With an fp8 cache (kv_format.h) the stages hold
-// the tiles' E4M3 bytes and, once landed, the CTA converts them into one bf16 K/V buffer laid out
-// as a bf16 stage (exact: e4m3 · 2^-8, the scales folded into the softmax scale and the final
-// normalization); the rest is the bf16 path. All prefill kernels are launched with PDL
-// (pdl.cuh) and wait on the previous kernel before their first read.
+// the tiles' E4M3 bytes and, once landed, the CTA converts them into one f16 K/V buffer laid out
+// as a bf16 stage (exact, fp8.cuh; the scales folded into the softmax scale and the final
+// normalization); the rest is the bf16 path with f16 operands (q converted, P packed as f16). All
+// prefill kernels are launched with PDL (pdl.cuh) and wait on the previous kernel before their
+// first read.
 #include <cuda_bf16.h>
 
 #include "core/check.h"
@@ -95,8 +96,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
       const int kv = c / (kBN * kKvChunks), cc = c % (kBN * kKvChunks);
       const int row = cc / kKvChunks, ch = cc % kKvChunks;
       const uint4 raw = *reinterpret_cast<const uint4*>(src + kv * kStageTile + cc * 16);
-      const uint4 lo = detail::fp8x8_bf16_2m8(raw.x, raw.y);
-      const uint4 hi = detail::fp8x8_bf16_2m8(raw.z, raw.w);
+      const uint4 lo = detail::fp8x8_f16(raw.x, raw.y);
+      const uint4 hi = detail::fp8x8_f16(raw.z, raw.w);
       uint8_t* dst = smem + (scvt - sq) + kv * kKvBytes;
       *reinterpret_cast<uint4*>(dst + swz<D>(row, 2 * ch)) = lo;
       *reinterpret_cast<uint4*>(dst + swz<D>(row, 2 * ch + 1)) = hi;
@@ -114,6 +115,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
   for (int kk = 0; kk < D / 16; ++kk)
     ldmatrix_x4(sq + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 2 + lane / 16),
                 qf[kk]);
+  if constexpr (kFp8) {  // f16 operands against the f16 image of the cache
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
+  }
 
   float o[D / 8][4];
 #pragma unroll
@@ -147,8 +153,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
         uint32_t b[4];
         ldmatrix_x4(ks + swz<D>(np * 16 + (lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2),
                     b);
-        mma_16816(sc[2 * np], qf[kk], b[0], b[1]);
-        mma_16816(sc[2 * np + 1], qf[kk], b[2], b[3]);
+        mma_t<kFp8>(sc[2 * np], qf[kk], b[0], b[1]);
+        mma_t<kFp8>(sc[2 * np + 1], qf[kk], b[2], b[3]);
       }
 
     const bool masked = n * kBN + kBN - 1 > warp_pos;
@@ -160,17 +166,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
 
 #pragma unroll
     for (int kt = 0; kt < kBN / 16; ++kt) {
-      const uint32_t pa[4] = {pack_bf16(sc[2 * kt][0], sc[2 * kt][1]),
-                              pack_bf16(sc[2 * kt][2], sc[2 * kt][3]),
-                              pack_bf16(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
-                              pack_bf16(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+      const uint32_t pa[4] = {pack_t<kFp8>(sc[2 * kt][0], sc[2 * kt][1]),
+                              pack_t<kFp8>(sc[2 * kt][2], sc[2 * kt][3]),
+                              pack_t<kFp8>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
+                              pack_t<kFp8>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t b[4];
         ldmatrix_x4_trans(
             vs + swz<D>(kt * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
-        mma_16816(o[2 * dp], pa, b[0], b[1]);
-        mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
+        mma_t<kFp8>(o[2 * dp], pa, b[0], b[1]);
+        mma_t<kFp8>(o[2 * dp + 1], pa, b[2], b[3]);
       }
     }
     __syncthreads();
@@ -328,8 +334,8 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   p.hkv = sh.num_kv_heads;
   p.group = sh.num_q_heads / sh.num_kv_heads;
   const bool fp8 = kv.format == KvFormat::kFP8;
-  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale * detail::kFp8Bf16Unscale : 1.0f);
-  p.out_scale = fp8 ? kv.v_scale * detail::kFp8Bf16Unscale : 1.0f;
+  p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
+  p.out_scale = fp8 ? kv.v_scale : 1.0f;
   if (plan.kernel == PrefillKernel::kWgmmaWs || plan.kernel == PrefillKernel::kWgmmaTma)
     return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
                                       plan.tile_slots, plan.kernel == PrefillKernel::kWgmmaTma,

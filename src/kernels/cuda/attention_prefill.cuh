@@ -19,8 +19,8 @@ struct PrefillParams {
   const int32_t* seq_lens;      // [S]
   const int32_t* block_tables;  // [S, max_blocks]
   int num_seqs, max_blocks, num_blocks, hq, hkv, group;
-  float scale_log2;        // softmax scale · log2(e) (· k_scale · 2^8 for an fp8 cache)
-  float out_scale = 1.0f;  // 1 (· v_scale · 2^8 for an fp8 cache)
+  float scale_log2;        // softmax scale · log2(e) (· k_scale for an fp8 cache)
+  float out_scale = 1.0f;  // 1 (v_scale for an fp8 cache)
 };
 
 // One query tile of one sequence: rows [i0, i0 + BM) of its q_len new tokens.

@@ -54,6 +54,20 @@ __device__ __forceinline__ uint4 fp8x8_bf16_2m8(uint32_t lo, uint32_t hi) {
 }
 inline constexpr float kFp8Bf16Unscale = 256.0f;  // what fp8x8_bf16_2m8's values lack
 
+// Eight e4m3 bytes (words lo, hi) as 4 f16 pairs (elements 2i, 2i + 1 in word i), exactly (every
+// E4M3 value is an f16), one cvt.rn.f16x2.e4m3x2 a pair.
+__device__ __forceinline__ uint4 fp8x8_f16(uint32_t lo, uint32_t hi) {
+  uint32_t o[4];
+  const uint32_t w[2] = {lo, hi};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+    o[i] = static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // Two values as e4m3 bytes (a in the low byte): e4m3(x · inv_scale), saturating, nearest even
 // (a product, not a quotient: IEEE division costs the GEMV epilogues registers they lack).
 __device__ __forceinline__ uint16_t e4m3x2(float a, float b, float inv_scale) {
