@@ -9,7 +9,7 @@
 // 1e-2 leaves margin while one wrong key in a short context, a dropped key block, a wrong head or
 // an unwritten row (poisoned with NaN) fails. Cache rows past each context and the spare block
 // hold NaN, so a kernel that reads them fails too. With an fp8 cache the reference reads the same
-// E4M3 values, so the tolerance stays (the kernels' bf16 image of an E4M3 value is exact).
+// E4M3 values, so the tolerance stays (the kernels' f16 image of an E4M3 value is exact).
 #define CEILING_WITH_CUDA_RUNTIME 1
 #include "bench/cases/attention.h"
 

@@ -121,7 +121,7 @@ struct PrefillShape {
   int block_size = 0;
   PrefillKernel kernel = PrefillKernel::kAuto;
   // An fp8 cache is read by the mma.sync kernel only (kAuto resolves to it; the wgmma kernels
-  // refuse it): its K/V tiles land as E4M3 and are converted to bf16 in shared memory.
+  // refuse it): its K/V tiles land as E4M3 and are converted to f16 in shared memory.
   KvFormat kv_format = KvFormat::kBF16;
 };
 

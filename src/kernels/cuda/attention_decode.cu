@@ -81,7 +81,7 @@ constexpr int stage_tile_bytes() {
 }
 template <int D, int kStages, bool kFp8>
 constexpr int decode_smem_bytes() {
-  // Per warp: the stages, plus (fp8) the converted bf16 K and V tiles.
+  // Per warp: the stages, plus (fp8) the converted f16 K and V tiles.
   constexpr int pipe =
       kWarps * (kStages * 2 * stage_tile_bytes<D, kFp8>() + (kFp8 ? 2 * kTile * D * 2 : 0));
   constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
   constexpr int kEb = kFp8 ? 1 : 2;          // bytes per cached value
   constexpr int kChunks = D * kEb / 16;      // 16-byte chunks per cached row
-  constexpr int kTileBytes = kTile * D * 2;  // a bf16 tile (what ldmatrix reads)
+  constexpr int kTileBytes = kTile * D * 2;  // a 16-bit tile (what ldmatrix reads)
   constexpr int kStageTile = stage_tile_bytes<D, kFp8>();
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     }
   }
 
-  // This warp's K/V stages, then (fp8) its converted bf16 K and V tiles.
+  // This warp's K/V stages, then (fp8) its converted f16 K and V tiles.
   uint8_t* wsm = smem + warp * (kStages * 2 * kStageTile + (kFp8 ? 2 * kTileBytes : 0));
   const uint32_t cvt_k = smem_addr(wsm + kStages * 2 * kStageTile), cvt_v = cvt_k + kTileBytes;
   const char* kbase = static_cast<const char*>(p.k);
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
       cp_async16(vs + dst, vbase + off, ok);
     }
   };
-  // fp8: the landed stage's E4M3 tiles into the warp's bf16 tiles (swizzled as a bf16 stage).
+  // fp8: the landed stage's E4M3 tiles into the warp's f16 tiles (swizzled as a bf16 stage).
   auto convert_tile = [&](int stage) {
     const uint8_t* src = wsm + stage * 2 * kStageTile;
 #pragma unroll

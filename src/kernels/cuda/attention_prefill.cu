@@ -34,7 +34,7 @@ constexpr int kBM = 128, kBN = 64, kWarps = 8;
 
 template <int D, bool kFp8>
 constexpr int prefill_smem_bytes() {
-  // Q tile + 2 stages of (K, V) [+ fp8: the converted bf16 (K, V)]
+  // Q tile + 2 stages of (K, V) [+ fp8: the converted f16 (K, V)]
   return kBM * D * 2 + 2 * 2 * kBN * D * (kFp8 ? 1 : 2) + (kFp8 ? 2 * kBN * D * 2 : 0);
 }
 
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
   constexpr int kChunks = D / 8;  // 16-byte chunks of a bf16 row
   constexpr int kEb = kFp8 ? 1 : 2;
   constexpr int kKvChunks = D * kEb / 16;  // 16-byte chunks of a cached row
-  constexpr int kKvBytes = kBN * D * 2;    // a bf16 K or V tile
+  constexpr int kKvBytes = kBN * D * 2;    // a 16-bit K or V tile
   constexpr int kStageTile = kBN * D * kEb;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ QTile sh_tile;
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
       cp_async16(vs + dst, vbase + off, ok);
     }
   };
-  // fp8: the landed stage's E4M3 (K, V) into the bf16 buffer, swizzled as a bf16 stage.
+  // fp8: the landed stage's E4M3 (K, V) into the f16 buffer, swizzled as a bf16 stage.
   auto convert_kv = [&](int stage) {
     const uint8_t* src = smem + (skv - sq) + stage * 2 * kStageTile;
     for (int c = threadIdx.x; c < 2 * kBN * kKvChunks; c += blockDim.x) {
