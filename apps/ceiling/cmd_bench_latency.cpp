@@ -45,9 +45,6 @@ int run_latency_bench(LatencyArgs a) {
   engine::CudaOpsOptions oo;
   oo.cuda_graphs = !a.no_graphs;
   oo.fp8_kv_cache = a.kv_cache_dtype != "auto";
-  CEILING_ENSURE(!oo.fp8_kv_cache || a.tp == 1,
-                 "bench latency: --kv-cache-dtype fp8 is not implemented with "
-                 "--tensor-parallel-size > 1 yet");
   a.lat.kv_dtype = oo.fp8_kv_cache ? DType::kF8E4M3 : DType::kBF16;
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
@@ -72,6 +69,7 @@ int run_latency_bench(LatencyArgs a) {
     to.world = a.tp;
     to.device = "cuda";
     to.ops.cuda_graphs = !a.no_graphs;
+    to.ops.fp8_kv_cache = oo.fp8_kv_cache;
     to.custom_all_reduce_max_bytes = static_cast<size_t>(a.custom_ar_bytes);
     tp = make_tp_group(model, std::move(to));
   }

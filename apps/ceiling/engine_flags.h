@@ -156,8 +156,6 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
   oo.n_threads = f.threads;
   oo.cuda_graphs = !f.enforce_eager;
   oo.fp8_kv_cache = f.kv_cache_dtype != "auto";
-  CEILING_ENSURE(!oo.fp8_kv_cache || f.tensor_parallel_size == 1,
-                 "--kv-cache-dtype fp8 is not implemented with --tensor-parallel-size > 1 yet");
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       if (total > (256u << 20))

@@ -47,8 +47,10 @@ uint8_t* own(RankShard& s, size_t bytes) {
   return s.owned.back().get();
 }
 
-// Columns [c0, c0 + n) of a row-major [N, K] view, copied: [N, n].
+// Columns [c0, c0 + n) of a row-major [N, K] view, copied: [N, n] (an empty view stays empty:
+// the dense view of a quantized projection).
 TensorView col_slice(RankShard& s, const TensorView& t, int64_t c0, int64_t n) {
+  if (t.data == nullptr) return t;
   const int64_t N = t.dim(0), K = t.dim(1);
   const size_t e = elem_bytes(t);
   uint8_t* dst = own(s, static_cast<size_t>(N * n) * e);
@@ -67,6 +69,37 @@ TensorView slice_vocab_table(RankShard& s, const TensorView& t) {
   std::memcpy(dst, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(s.vocab.begin) * row,
               static_cast<size_t>(s.vocab.valid) * row);
   return TensorView(dst, t.dtype, {int64_t{s.vocab.rows}, H});
+}
+
+// Rows [r0, r0 + n) of a quantized projection (column-parallel): its values and their per-row
+// scales and zero points, as views.
+QuantLinear quant_rows(const QuantLinear& q, int64_t r0, int64_t n) {
+  if (!q.quantized()) return q;
+  QuantLinear o = q;
+  o.qweight = row_slice(q.qweight, r0, n);
+  o.scale = row_slice(q.scale, r0, n);
+  o.zero = row_slice(q.zero, r0, n);
+  return o;
+}
+
+// Input columns [c0, c0 + n) of a quantized projection (row-parallel), copied. fp8 keeps its
+// per-row scales; int4 takes its groups of those columns, which must not straddle two ranks.
+QuantLinear quant_cols(RankShard& s, const QuantLinear& q, int64_t c0, int64_t n, int layer,
+                       const char* what) {
+  if (!q.quantized()) return q;
+  QuantLinear o = q;
+  o.qweight = col_slice(s, q.qweight, c0, n);
+  if (q.format == WeightFormat::kInt4) {
+    const int64_t G = q.group_size;
+    CEILING_ENSURE(
+        G > 0 && n % G == 0 && c0 % G == 0,
+        "tensor parallel: layers.{}.{} has int4 groups of {} inputs, which do not divide "
+        "the {} inputs of each rank (--tensor-parallel-size {})",
+        layer, what, G, n, s.world);
+    o.scale = col_slice(s, q.scale, c0 / G, n / G);
+    o.zero = col_slice(s, q.zero, c0 / G, n / G);
+  }
+  return o;
 }
 
 }  // namespace
@@ -105,7 +138,6 @@ VocabSlice vocab_slice(const ModelConfig& c, int rank, int world) {
 }
 
 RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, int world) {
-  engine::require_dense_weights(w, "tensor parallelism");
   RankShard s;
   s.rank = rank;
   s.world = world;
@@ -119,6 +151,7 @@ RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, i
   o.embed = slice_vocab_table(s, w.embed);
   o.lm_head = w.lm_head.data == w.embed.data ? o.embed : slice_vocab_table(s, w.lm_head);
   for (const LayerWeights& lw : w.layers) {
+    const int li = static_cast<int>(o.layers.size());
     LayerWeights l = lw;
     l.q_proj = row_slice(lw.q_proj, q0, Hq * D);
     l.k_proj = row_slice(lw.k_proj, kv0, Hkv * D);
@@ -130,6 +163,14 @@ RankShard shard_weights(const ModelConfig& c, const ModelWeights& w, int rank, i
     l.gate_proj = row_slice(lw.gate_proj, i0, I);
     l.up_proj = row_slice(lw.up_proj, i0, I);
     l.down_proj = col_slice(s, lw.down_proj, i0, I);
+    // Quantized projections (fp8, int4) split the same way.
+    l.quant[kQProj] = quant_rows(lw.quant[kQProj], q0, Hq * D);
+    l.quant[kKProj] = quant_rows(lw.quant[kKProj], kv0, Hkv * D);
+    l.quant[kVProj] = quant_rows(lw.quant[kVProj], kv0, Hkv * D);
+    l.quant[kOProj] = quant_cols(s, lw.quant[kOProj], q0, Hq * D, li, "self_attn.o_proj");
+    l.quant[kGateProj] = quant_rows(lw.quant[kGateProj], i0, I);
+    l.quant[kUpProj] = quant_rows(lw.quant[kUpProj], i0, I);
+    l.quant[kDownProj] = quant_cols(s, lw.quant[kDownProj], i0, I, li, "mlp.down_proj");
     o.layers.push_back(l);
   }
   return s;

@@ -11,6 +11,9 @@
 //                                     look up zero row Vs (local_token), so the all-reduced
 //                                     embedding is exact; logits columns from Vs on are dropped
 //   norms, biases (sliced with their rows), q/k norms: as the weights they belong to
+//   quantized projections (fp8, int4): split as their dense form, with their per-row scales
+//                                     (row slices) or their int4 groups (column slices: a
+//                                     group may not straddle two ranks, else a one-line error)
 // The rank's ModelConfig has num_heads Hq/N, num_kv_heads max(Hkv/N, 1), intermediate I/N and
 // vocab_size Vp, so an unmodified Ops (CpuOps, CudaOps) runs the shard.
 #pragma once

@@ -83,12 +83,6 @@ void check_quant(const QuantLinear& q, const std::string& name, int64_t N, int64
 
 }  // namespace
 
-void require_dense_weights(const ModelWeights& w, std::string_view path) {
-  const WeightFormat f = w.quant_format();
-  CEILING_ENSURE(f == WeightFormat::kDense, "--quantization {} is not implemented with {} yet",
-                 weight_format_name(f), path);
-}
-
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
   const int64_t Q = c.q_dim(), KV = c.kv_dim();

@@ -72,9 +72,6 @@ TensorView rows(const TensorView& t, int64_t n);
 // ceiling::Error naming the tensor (e.g. "layers.3.k_proj") and the rule. Ops::upload calls it.
 // A quantized projection (LayerWeights::quant) is checked for its format's layout instead.
 void check_weights(const ModelConfig& c, const ModelWeights& w, Device device);
-// Throws "--quantization <format> is not implemented with <path> yet" when any projection of
-// `w` is quantized: the paths that read only the dense views (tensor parallelism) call it.
-void require_dense_weights(const ModelWeights& w, std::string_view path);
 
 class Ops {
  public:

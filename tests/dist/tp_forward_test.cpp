@@ -10,8 +10,10 @@
 #include <random>
 #include <thread>
 
+#include "dist/shard.h"
 #include "dist/tp_group.h"
 #include "engine/cpu_ops.h"
+#include "model/quantize.h"
 #include "model/weights.h"
 #include "serve/engine.h"
 #include "test_models.h"
@@ -44,24 +46,25 @@ int argmax(const float* l, int n) {
   return static_cast<int>(std::max_element(l, l + n) - l);
 }
 
-TpOptions cpu_tp(int world) {
+TpOptions cpu_tp(int world, CpuOpsOptions ops = CpuOpsOptions{1}) {
   TpOptions o;
   o.world = world;
   o.timeout = std::chrono::seconds(30);
-  o.make_ops = [](int) { return std::make_unique<CpuOps>(CpuOpsOptions{1}); };
+  o.make_ops = [ops](int) { return std::make_unique<CpuOps>(ops); };
   return o;
 }
 
 // TP = 1 and TP = world side by side on one sequence: a prefill with logits at every row, then
 // greedy decode steps; logits and tokens compared at every step.
-void compare_sequence(const ModelConfig& c, const ModelWeights& w, int world, uint64_t seed) {
+void compare_sequence(const ModelConfig& c, const ModelWeights& w, int world, uint64_t seed,
+                      CpuOpsOptions ops = CpuOpsOptions{1}) {
   const int bs = 4, nb = 24, steps = 6, P = 11, V = c.vocab_size;
   const engine::ForwardLimits limits{32, 32};
-  CpuOps ref_ops(CpuOpsOptions{1});
+  CpuOps ref_ops(ops);
   ref_ops.upload(c, w);
   engine::Forward ref(ref_ops, limits);
   engine::KvCache kv = ref_ops.alloc_kv_cache(nb, bs);
-  TpGroup tp(c, w, cpu_tp(world));
+  TpGroup tp(c, w, cpu_tp(world, ops));
   tp.init(limits, nb, bs);
 
   std::vector<int32_t> blocks(nb);
@@ -133,6 +136,44 @@ TEST(TensorParallel, RandomModelsMatchTp1) {
       SCOPED_TRACE(testing::Message() << k.name << " TP=" << world);
       compare_sequence(m->config, m->weights, world, 5);
     }
+  }
+}
+
+// Quantized projections (fp8 rows with their scales; int4 with groups of 8, so o_proj's 24 and
+// down_proj's 40 inputs a rank are whole groups) shard as their dense form: every rank holds
+// exactly the quantized values TP = 1 reads, so the logits differ by fp32 reordering only. An fp8
+// KV cache too: each rank rounds its heads through E4M3 as TP = 1 does. (Deterministic: fixed
+// seeds, one thread a rank; a reordering that moved a cached value across an E4M3 rounding
+// boundary would show as a 6 % step in it.)
+TEST(TensorParallel, QuantizedWeightsAndFp8KvMatchTp1) {
+  const ModelConfig c = engine::testing::small_config(Arch::kLlama);  // 6 heads, 2 KV heads
+  const auto m = engine::testing::make_random_model(c, DType::kBF16, 91);
+  for (WeightFormat fmt : {WeightFormat::kFp8, WeightFormat::kInt4}) {
+    ModelWeights q = m->weights;
+    WeightArena arena;
+    quantize_projections(q, fmt, 8, arena);
+    for (bool fp8_kv : {false, true}) {
+      SCOPED_TRACE(testing::Message() << weight_format_name(fmt) << (fp8_kv ? " fp8 KV" : ""));
+      CpuOpsOptions o{1};
+      o.fp8_kv_cache = fp8_kv;
+      compare_sequence(m->config, q, 2, 13, o);
+    }
+  }
+}
+
+TEST(TensorParallel, Int4GroupsStraddlingRanksAreOneLineErrors) {
+  ModelConfig c = engine::testing::small_config(Arch::kLlama);  // o_proj 48 → 24 inputs a rank
+  const auto m = engine::testing::make_random_model(c, DType::kBF16, 92);
+  ModelWeights q = m->weights;
+  WeightArena arena;
+  quantize_projections(q, WeightFormat::kInt4, 16, arena);
+  try {
+    shard_weights(m->config, q, 0, 2);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "tensor parallel: layers.0.self_attn.o_proj has int4 groups of 16 inputs, which "
+                 "do not divide the 24 inputs of each rank (--tensor-parallel-size 2)");
   }
 }
 

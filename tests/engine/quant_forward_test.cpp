@@ -193,20 +193,5 @@ TEST(Accuracy, ReferenceAgainstItselfAndAgainstFp8) {
   EXPECT_GT(st[0].perplexity(), 1.0);
 }
 
-TEST(QuantRefusal, DensePathsSayWhatIsMissing) {
-  const ModelConfig c = config();
-  const auto model = make_random_model(c, DType::kBF16, 45);
-  ModelWeights q = model->weights;
-  WeightArena arena;
-  quantize_projections(q, WeightFormat::kInt4, 64, arena);
-  EXPECT_NO_THROW(require_dense_weights(model->weights, "tensor parallelism"));
-  try {
-    require_dense_weights(q, "tensor parallelism");
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "--quantization int4 is not implemented with tensor parallelism yet");
-  }
-}
-
 }  // namespace
 }  // namespace ceiling::engine
