@@ -77,7 +77,7 @@ struct LayerWeights {
   // view of that projection above is empty (data == nullptr) and the kernels read quant[p].
   std::array<QuantLinear, kNumProj> quant;
   // Per-tensor scales of an fp8 KV cache (the checkpoint's self_attn.k_scale / v_scale, else 1):
-  // a cached value x is stored as e4m3(x / scale) and read as e4m3 · scale.
+  // a cached value x is stored as e4m3(x · (1 / scale)) and read as e4m3 · scale.
   float k_scale = 1.0f, v_scale = 1.0f;
 
   // The dense view of projection p.
