@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ceiling::engine {
 
@@ -116,6 +117,10 @@ void check_weights(const ModelConfig& c, const ModelWeights& w, Device device) {
       check_tensor(lw.q_norm, n("q_norm"), {D}, device);
       check_tensor(lw.k_norm, n("k_norm"), {D}, device);
     }
+    CEILING_ENSURE(
+        std::isfinite(lw.k_scale) && lw.k_scale > 0 && std::isfinite(lw.v_scale) && lw.v_scale > 0,
+        "weights: {} {} / {} {}: a KV cache scale must be positive and finite",
+        n("self_attn.k_scale"), lw.k_scale, n("self_attn.v_scale"), lw.v_scale);
   }
 }
 

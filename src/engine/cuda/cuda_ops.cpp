@@ -389,8 +389,8 @@ void CudaOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, con
   a.v_cache = kv.v[l].data;
   a.kv_format = kv_format();
   if (options_.fp8_kv_cache) {
-    a.k_scale_inv = 1.0f / k_scale_[l];
-    a.v_scale_inv = 1.0f / v_scale_[l];
+    a.k_scale_inv = 1.0f / weights_.views.layers[l].k_scale;
+    a.v_scale_inv = 1.0f / weights_.views.layers[l].v_scale;
   }
   a.num_blocks = kv.num_blocks + 1;  // the dummy block is addressable (never written: slot -1)
   a.block_size = kv.block_size;
@@ -441,8 +441,8 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
                          kv.block_size, c.num_kv_heads, c.head_dim};
   pk.format = kv_format();
   if (options_.fp8_kv_cache) {
-    pk.k_scale = k_scale_[l];
-    pk.v_scale = v_scale_[l];
+    pk.k_scale = weights_.views.layers[l].k_scale;
+    pk.v_scale = weights_.views.layers[l].v_scale;
   }
   if (decode_) {
     cuda::run_decode_attention(decode_plan_, qp, pk, dev<int32_t>(meta_.seq_lens),

@@ -219,8 +219,7 @@ class CudaOps final : public Ops {
   bool uploaded_ = false;
   ModelConfig config_;
   cuda_impl::DeviceWeights weights_;
-  float* inv_freq_ = nullptr;             // [D/2] device
-  std::vector<float> k_scale_, v_scale_;  // per layer: the fp8 cache's scales (else 1)
+  float* inv_freq_ = nullptr;  // [D/2] device
   std::vector<KvAlloc> kv_allocs_;
   int64_t row_cap_ = INT64_MAX;  // fewest rows of any alloc()'d buffer of rank ≥ 2
 

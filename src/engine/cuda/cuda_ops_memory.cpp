@@ -1,6 +1,5 @@
 // CudaOps memory: the workspace arena (alloc), the weight upload, KV caches and host copies.
 #include <chrono>
-#include <cmath>
 #include <vector>
 
 #include "core/check.h"
@@ -36,17 +35,6 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
                  "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
   CEILING_ENSURE(!options_.fp8_kv_cache || D == 64 || D == 128,
                  "cuda: --kv-cache-dtype fp8 needs head_dim 64 or 128 (got {})", D);
-  k_scale_.clear();
-  v_scale_.clear();
-  for (const LayerWeights& l : host.layers) {
-    CEILING_ENSURE(
-        std::isfinite(l.k_scale) && l.k_scale > 0 && std::isfinite(l.v_scale) && l.v_scale > 0,
-        "cuda: layer {}: KV-cache scales k_scale {} / v_scale {} must be finite and "
-        "positive",
-        k_scale_.size(), l.k_scale, l.v_scale);
-    k_scale_.push_back(l.k_scale);
-    v_scale_.push_back(l.v_scale);
-  }
   const auto t0 = std::chrono::steady_clock::now();
   weights_ = cuda_impl::upload_weights(config, host, stream_, options_.upload_progress);
   stats_.upload_ms =

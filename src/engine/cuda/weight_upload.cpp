@@ -259,6 +259,8 @@ DeviceWeights upload_weights(const ModelConfig& c, const ModelWeights& host, cud
     LayerWeights& w = out.views.layers[l];
     FusedLayerWeights& f = out.fused[l];
     w.input_norm = view(o.in_norm, {H});
+    w.k_scale = host.layers[l].k_scale;  // the fp8 KV cache's scales
+    w.v_scale = host.layers[l].v_scale;
     f.qkv = linear(o.qkv, l, "qkv_proj");
     member(w, kQProj, o.qkv, 0, Q);
     member(w, kKProj, o.qkv, Q, KV);
