@@ -10,8 +10,9 @@
 # Env: PRESET (llama-3.1-8b), TPS ("2"), BASE_TP (1; 0 skips the one-GPU baseline, e.g. for a
 #      model that does not fit one GPU), MODELS_DIR (default /dev/shm/ceiling-models when it has
 #      room for the model, else /tmp/ceiling-models), SKIP_TESTS=1, SKIP_ALLREDUCE=1,
-#      SKIP_CUSTOM=1, MULTIPROC=1, CUSTOM_BYTES (the custom all-reduce's limit when
-#      SKIP_ALLREDUCE=1; else bench allreduce's crossover).
+#      SKIP_DIST=1 (the CPU dist_test), SKIP_CUSTOM=1, MULTIPROC=1,
+#      CUSTOM_BYTES (the custom all-reduce's limit when SKIP_ALLREDUCE=1; else bench
+#      allreduce's crossover).
 set -uo pipefail
 out=${1:?usage: run_tp_on_gpu.sh OUTDIR [BUILD_DIR]}
 build=${2:-build/release}
@@ -26,7 +27,7 @@ nvidia-smi topo -m
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   run gpu_engine_tp 600 "$build/tests/gpu/gpu_engine_tp"
-  run dist_test 600 "$build/tests/dist/dist_test"
+  [ "${SKIP_DIST:-0}" = 1 ] || run dist_test 600 "$build/tests/dist/dist_test"
   for n in 1 "$maxtp"; do
     echo "== generate smoke tp $n"
     timeout 120 "$bin" generate --model models/stories260K --prompt "Once upon a time" \

@@ -206,6 +206,8 @@ bool setup_custom(std::vector<std::unique_ptr<NcclState>>& states, size_t max_by
       }
     }
     CEILING_CUDA_CHECK(cudaMalloc(&s.stage, cuda::one_shot_stage_bytes(slot, world)));
+    // Zeroed: an LL word is read for its epoch (never 0) before any peer has written it.
+    CEILING_CUDA_CHECK(cudaMemset(s.stage, 0, cuda::one_shot_stage_bytes(slot, world)));
     CEILING_CUDA_CHECK(cudaMalloc(&s.flags, cuda::kOneShotFlagWords * sizeof(uint32_t)));
     CEILING_CUDA_CHECK(cudaMalloc(&s.counters, cuda::kOneShotMaxBlocks * sizeof(uint32_t)));
     CEILING_CUDA_CHECK(cudaMemset(s.flags, 0, cuda::kOneShotFlagWords * sizeof(uint32_t)));

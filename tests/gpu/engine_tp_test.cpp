@@ -1,9 +1,11 @@
 // Tensor parallelism on GPUs (label gpu; skips with fewer than 2 GPUs or without NCCL):
 //  * the NCCL communicator's all-reduce against the host sum in rank order: bit for bit on fp32
-//    (2 ranks: one addition, exact either way), within one bf16 rounding on bf16;
+//    (2 ranks: one addition, exact either way), within one bf16 rounding on bf16; the custom
+//    one-shot kernel bit for bit, on both of its paths (LL words up to 64 KB, flags above);
 //  * TP = 2 (and 4 where there are 4 GPUs) on CudaOps against CpuOps fp32 on the same bf16
 //    weights, judged by the bf16 noise rule (NoiseCheck), over a chunked prefill and decode steps
-//    that capture and replay the CUDA graphs with the NCCL calls inside.
+//    that capture and replay the CUDA graphs with the NCCL calls inside; also with fp8 and int4
+//    projections and an fp8 KV cache.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include "dist/tp_group.h"
 #include "engine/cpu_ops.h"
 #include "engine_test_util.h"
+#include "model/quantize.h"
 #include "test_models.h"
 
 #if defined(HAVE_CEILING_NCCL)
@@ -42,7 +45,8 @@ constexpr bool kHaveNccl = false;
 #endif
 
 // Both paths on 2 ranks and on 4 where the host has them, three calls in a row per size (the
-// one-shot kernel's receive buffers alternate halves between calls), sizes that change its grid.
+// one-shot kernel's receive buffers alternate halves between calls), sizes that change its grid
+// and alternate its LL path (8-byte multiples up to 64 KB: n 8, 16384) with its flag path.
 // The one-shot kernel sums in rank order in fp32: bit for bit the host's sum. NCCL is bit for bit
 // on 2 ranks (one addition); on more its ring order differs, within the rounding of the adds.
 TEST(NcclCommunicator, AllReduceMatchesHostSum) {
@@ -135,13 +139,22 @@ TEST(NcclCommunicator, AllReduceMatchesHostSum) {
 #endif
 }
 
+// How compare_tp runs the GPU group.
+struct TpRun {
+  size_t custom_bytes = 0;  // the custom all-reduce's limit (0: NCCL only)
+  bool graphs = true;
+  bool fp8_kv = false;  // an E4M3 KV cache (the references round through E4M3 too)
+};
+
 // One sequence through TP = world on CudaOps and through CpuOps (fp32 and bf16-emulating), the
 // reference's greedy pick fed to all (so the runs never diverge); logits judged by NoiseCheck.
 void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const std::string& what,
-                size_t custom_bytes = 0, bool graphs = true) {
-  const int bs = 4, nb = 64, P = 29, steps = 12, V = c.vocab_size;
+                const TpRun& r = {}) {
+  const int bs = r.fp8_kv ? 16 : 4, nb = 64, P = 29, steps = 12, V = c.vocab_size;  // fp8: 16+
   const engine::ForwardLimits limits{16, 8};
-  engine::CpuOps ref_ops(engine::CpuOpsOptions{0});
+  engine::CpuOpsOptions ro{0};
+  ro.fp8_kv_cache = r.fp8_kv;
+  engine::CpuOps ref_ops(ro);
   ref_ops.upload(c, w);
   engine::Forward ref(ref_ops, limits);
   engine::KvCache ref_kv = ref_ops.alloc_kv_cache(nb, bs);
@@ -151,8 +164,10 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   TpOptions eo;
   eo.world = world;
   eo.device = "cpu";
-  eo.make_ops = [](int) {
-    return std::make_unique<engine::CpuOps>(engine::CpuOpsOptions{0, true});
+  eo.make_ops = [fp8_kv = r.fp8_kv](int) {
+    engine::CpuOpsOptions e{0, true};
+    e.fp8_kv_cache = fp8_kv;
+    return std::make_unique<engine::CpuOps>(e);
   };
   TpGroup emu(c, w, eo);
   emu.init(limits, nb, bs);
@@ -160,8 +175,9 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   o.world = world;
   o.device = "cuda";
   o.timeout = std::chrono::seconds(120);
-  o.custom_all_reduce_max_bytes = custom_bytes;
-  o.ops.cuda_graphs = graphs;
+  o.custom_all_reduce_max_bytes = r.custom_bytes;
+  o.ops.cuda_graphs = r.graphs;
+  o.ops.fp8_kv_cache = r.fp8_kv;
   TpGroup tp(c, w, o);
   tp.init(limits, nb, bs);
 
@@ -170,7 +186,8 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   std::mt19937 rng(11);
   std::vector<int32_t> ids(P);
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
-  NoiseCheck check;
+  NoiseCheck check(r.fp8_kv ? engine::gpu_test::kMaxRoundingNoiseFp8Kv
+                            : engine::gpu_test::kMaxRoundingNoise);
   int done = 0;
   auto host = [](engine::Ops& ops, const TensorView& l) {
     std::vector<float> v(static_cast<size_t>(l.numel()));
@@ -196,21 +213,46 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   std::cout << what << ": " << check.summary() << "\n";
 }
 
-TEST(TensorParallelGpu, RandomModelMatchesCpuWithinBf16Noise) {
-  REQUIRE_GPUS(2);
+ModelConfig random_tp_config() {
   ModelConfig c = engine::testing::small_config(Arch::kLlama);
   c.num_heads = 8;
   c.num_kv_heads = 2;
   c.head_dim = 64;  // the GPU kernels' head dim
   c.hidden_size = 256;
-  c.intermediate_size = 512;
+  c.intermediate_size = 512;  // 256 down_proj inputs a rank at TP 2: two int4 groups of 128
   c.vocab_size = 1001;
-  const auto m = engine::testing::make_random_model(c, DType::kBF16, 5);
+  return c;
+}
+
+TEST(TensorParallelGpu, RandomModelMatchesCpuWithinBf16Noise) {
+  REQUIRE_GPUS(2);
+  const auto m = engine::testing::make_random_model(random_tp_config(), DType::kBF16, 5);
   for (int world : {2, 4}) {
     if (world > gpu_count()) continue;
-    compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world));
-    compare_tp(m->config, m->weights, world, "TP=" + std::to_string(world) + " custom all-reduce",
-               size_t{1} << 20);
+    const std::string tp = "TP=" + std::to_string(world);
+    compare_tp(m->config, m->weights, world, tp);
+    compare_tp(m->config, m->weights, world, tp + " custom all-reduce",
+               {.custom_bytes = size_t{1} << 20});
+  }
+}
+
+// Quantized projections (sharded like their dense form) and an fp8 KV cache on every rank,
+// against CpuOps with the same weights and E4M3 cache rounding.
+TEST(TensorParallelGpu, QuantizedWeightsAndFp8KvMatchCpu) {
+  REQUIRE_GPUS(2);
+  const auto m = engine::testing::make_random_model(random_tp_config(), DType::kBF16, 7);
+  for (WeightFormat fmt : {WeightFormat::kDense, WeightFormat::kFp8, WeightFormat::kInt4}) {
+    ModelWeights q = m->weights;
+    WeightArena arena;
+    if (fmt != WeightFormat::kDense) quantize_projections(q, fmt, 128, arena);
+    for (bool fp8_kv : {false, true}) {
+      if (fmt == WeightFormat::kDense && !fp8_kv) continue;  // the test above
+      const std::string what = std::string(weight_format_name(fmt)) + (fp8_kv ? " fp8 KV" : "");
+      compare_tp(m->config, q, 2, what + " TP=2 custom all-reduce",
+                 {.custom_bytes = size_t{1} << 20, .fp8_kv = fp8_kv});
+      if (gpu_count() >= 4)
+        compare_tp(m->config, q, 4, what + " TP=4", {.custom_bytes = 0, .fp8_kv = fp8_kv});
+    }
   }
 }
 
@@ -218,7 +260,7 @@ TEST(TensorParallelGpu, Stories260kMatchesCpuWithinBf16Noise) {
   REQUIRE_GPUS(2);
   const Model m = load_model(std::filesystem::path(CEILING_SOURCE_DIR) / "models/stories260K");
   const auto w = engine::gpu_test::to_bf16(m.weights);  // CudaOps computes with bf16 weights
-  compare_tp(m.config, w->views, 2, "stories260K TP=2 eager", 0, false);
+  compare_tp(m.config, w->views, 2, "stories260K TP=2 eager", {.graphs = false});
   compare_tp(m.config, w->views, 2, "stories260K TP=2");
 }
 

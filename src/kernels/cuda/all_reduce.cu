@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "kernels/cuda/all_reduce.h"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/peer.cuh"
 
 namespace ceiling::cuda {
 
@@ -13,19 +14,9 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using detail::global_ns;
+using detail::load_acquire_sys;
+using detail::store_release_sys;
 
 // Block b of rank `rank` tells every peer q "my slot of your half `parity` holds epoch `epoch`"
 // (after this block's stores), then waits until every peer has said the same in its own flags.
@@ -36,10 +27,10 @@ __device__ void signal_and_wait(const OneShotPeers& p, int rank, int world, int 
   if (q < world) {
     const int slot = (blockIdx.x * 2 + parity) * kOneShotMaxRanks;
     __threadfence_system();  // this block's stores into q's buffer before the flag
-    store_release(p.flags[q] + slot + rank, epoch);
+    store_release_sys(p.flags[q] + slot + rank, epoch);
     const uint32_t* mine = p.flags[rank] + slot + q;
     const uint64_t t0 = global_ns();
-    while (load_acquire(mine) < epoch)
+    while (load_acquire_sys(mine) < epoch)
       if (global_ns() - t0 > kOneShotTimeoutNs) __trap();  // a peer never came
   }
   __syncthreads();
@@ -131,6 +122,75 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = gridDim.x + threadIdx.x; b < kOneShotMaxBlocks; b += kThreads) counters[b] = epoch;
 }
 
+// Small messages (≤ kOneShotLLMaxBytes, a multiple of 8 bytes, 8-byte aligned): the same push
+// and rank-order sum without the flags. Every 8 bytes of x travel as one 16-byte LL word {4
+// bytes, epoch, 4 bytes, epoch} (NCCL's low-latency protocol): each 8-byte half of a 16-byte
+// store lands whole, so a word whose two epochs match holds its data, and the reader needs no
+// system fence, no flag and no second NVLink crossing for the flag. Twice the bytes on the link,
+// which small messages do not feel.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    one_shot_ll_kernel(T* x, int64_t units, int rank, int world, OneShotPeers p,
+                       uint32_t* counters) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
+  constexpr int V = 8 / static_cast<int>(sizeof(T));  // elements of a unit
+  const int64_t chunk = (units + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = blockIdx.x * chunk, end = min(units, begin + chunk);
+  const uint32_t epoch = counters[blockIdx.x] + 1;  // the same in every block
+  const int parity = static_cast<int>(epoch & 1u);
+  // The LL region follows the flag path's two halves (one_shot_stage_bytes); its half `parity`,
+  // slot s: LL words [s · slot_words, (s + 1) · slot_words).
+  const int64_t region = 2 * static_cast<int64_t>(world) * p.slot_bytes / 16;
+  constexpr int64_t slot_words = 2 * kOneShotLLMaxBytes / 16;
+  const int64_t half = static_cast<int64_t>(world) * slot_words;
+  uint2* xs = reinterpret_cast<uint2*>(x);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const uint2 d = xs[i];
+    const uint4 w = make_uint4(d.x, epoch, d.y, epoch);
+#pragma unroll
+    for (int q = 0; q < kOneShotMaxRanks; ++q)
+      if (q < world && q != rank)
+        detail::store_relaxed_sys(
+            static_cast<uint4*>(p.stage[q]) + region + parity * half + rank * slot_words + i, w);
+  }
+  const uint4* mine = static_cast<const uint4*>(p.stage[rank]) + region + parity * half;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const uint2 own = xs[i];
+    float s[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) s[e] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kOneShotMaxRanks; ++q) {
+      if (q >= world) break;
+      uint2 d = own;
+      if (q != rank) {
+        const uint4* src = mine + q * slot_words + i;
+        uint4 w = detail::load_relaxed_sys(src);
+        if (w.y != epoch || w.w != epoch) {
+          const uint64_t t0 = global_ns();
+          do {
+            if (global_ns() - t0 > kOneShotTimeoutNs) __trap();  // a peer never came
+            w = detail::load_relaxed_sys(src);
+          } while (w.y != epoch || w.w != epoch);
+        }
+        d = make_uint2(w.x, w.z);
+      }
+      const T* v = reinterpret_cast<const T*>(&d);
+#pragma unroll
+      for (int e = 0; e < V; ++e) s[e] += to_f(v[e]);
+    }
+    uint2 o;
+    T* ot = reinterpret_cast<T*>(&o);
+#pragma unroll
+    for (int e = 0; e < V; ++e) ot[e] = from_f<T>(s[e]);
+    xs[i] = o;
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = epoch;
+  if (blockIdx.x == 0)
+    for (int b = gridDim.x + threadIdx.x; b < kOneShotMaxBlocks; b += kThreads) counters[b] = epoch;
+}
+
 }  // namespace
 
 Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
@@ -150,7 +210,16 @@ Status one_shot_all_reduce(void* x, DType dtype, int64_t n, int rank, int world,
   const int64_t units = vector ? n * elem / 16 : n;
   const int blocks = static_cast<int>(
       std::min<int64_t>(kOneShotMaxBlocks, (units + 4 * kThreads - 1) / (4 * kThreads)));
+  // The LL path: 8-byte units, one per thread and pass (its words take twice the slot bytes).
+  const int64_t bytes = n * elem;
+  const bool ll = bytes <= kOneShotLLMaxBytes && bytes % 8 == 0 &&
+                  reinterpret_cast<uintptr_t>(x) % 8 == 0 && peers.slot_bytes % 16 == 0;
+  const int ll_blocks = static_cast<int>(
+      std::min<int64_t>(kOneShotMaxBlocks, (bytes / 8 + 2 * kThreads - 1) / (2 * kThreads)));
   auto launch = [&]<typename T>(T* p) {
+    if (ll)
+      return detail::launch_pdl(one_shot_ll_kernel<T>, ll_blocks, kThreads, 0, stream, p, bytes / 8,
+                                rank, world, peers, counters);
     return vector ? detail::launch_pdl(one_shot_kernel<T, true>, blocks, kThreads, 0, stream, p, n,
                                        rank, world, peers, counters)
                   : detail::launch_pdl(one_shot_kernel<T, false>, blocks, kThreads, 0, stream, p, n,

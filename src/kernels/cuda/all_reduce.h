@@ -3,10 +3,11 @@
 // stores its input into its own slot of every rank's receive buffer (remote NVLink stores, which
 // post without waiting, unlike remote loads), raises one flag per peer, waits for the peers'
 // flags in its own memory, and sums the N slots of its own buffer locally in rank order (fp32
-// accumulation: every rank gets the same bits). The receive buffers are double-buffered by the
-// call's parity, so no second barrier is needed: a rank reaches call e only after every peer has
-// raised its flag for call e-1, i.e. finished reading call e-2's half. One kernel per rank, no
-// host involvement: graph-capturable (epochs are counted on the device).
+// accumulation: every rank gets the same bits). Small messages skip the flags: their data travel
+// in LL words that carry the call's epoch (kOneShotLLMaxBytes). The receive buffers are
+// double-buffered by the call's parity, so no second barrier is needed: a rank reaches call e only
+// after every peer has raised its flag for call e-1, i.e. finished reading call e-2's half. One
+// kernel per rank, no host involvement: graph-capturable (epochs are counted on the device).
 //
 // Memory (allocated by the caller, dist/nccl_communicator.cpp): per rank, a receive buffer of
 // one_shot_stage_bytes(max_bytes, world) and a flag array of kOneShotFlagWords words on its GPU,
@@ -29,6 +30,8 @@ inline constexpr int kOneShotMaxRanks = 8;
 inline constexpr int kOneShotMaxBlocks = 32;
 inline constexpr int kOneShotFlagWords = kOneShotMaxBlocks * 2 * kOneShotMaxRanks;
 inline constexpr uint64_t kOneShotTimeoutNs = 10'000'000'000ull;  // 10 s
+// Messages up to this size (a multiple of 8 bytes) take the flag-free LL kernel (all_reduce.cu).
+inline constexpr int64_t kOneShotLLMaxBytes = 64 * 1024;
 
 struct OneShotPeers {
   void* stage[kOneShotMaxRanks] = {};      // rank q's receive buffer [2][world][max_bytes] (GPU q)
@@ -36,9 +39,11 @@ struct OneShotPeers {
   int64_t slot_bytes = 0;                  // max_bytes: one rank's slot in a receive buffer
 };
 
-// Bytes of one rank's receive buffer for messages up to max_bytes (two halves of world slots).
+// Bytes of one rank's receive buffer for messages up to max_bytes: two halves of world slots of
+// max_bytes for the flag path, then two halves of world slots of LL words (2 · kOneShotLLMaxBytes)
+// for the LL path (separate, so that no LL reader can take a flag-path message for its words).
 inline size_t one_shot_stage_bytes(size_t max_bytes, int world) {
-  return 2 * static_cast<size_t>(world) * max_bytes;
+  return 2 * static_cast<size_t>(world) * (max_bytes + 2 * kOneShotLLMaxBytes);
 }
 
 // x [n] (f32 or bf16, on this rank's GPU) <- Σ over the `world` ranks, in place. `counters` is
