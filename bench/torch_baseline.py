@@ -164,6 +164,27 @@ def b_linear_fused(p):
     return (make, call), name.format("F.linear")
 
 
+def b_linear_fp8_w8a8(p):
+    # The prefill-sized fp8 projection as torch runs W8A8: x quantized per token (dynamic, amax /
+    # 448), torch._scaled_mm with row-wise scales (x's per row, W's per output channel), then the
+    # residual add where the case has one.
+    M, N, K = p["M"], p["N"], p["K"]
+    f8 = torch.float8_e4m3fn
+    q = dict(p, input="plain", accumulate=p.get("residual", False))
+
+    def make_w():
+        return rand((N, K), -448, 448).to(f8), rand((1, N), 1e-4, 2e-4, torch.float32)
+
+    def lin(x, w, b):
+        xs = (x.abs().amax(dim=1, keepdim=True).float() / 448.0).clamp(min=1e-12)
+        xq = (x.float() / xs).to(f8)
+        y = torch._scaled_mm(xq, w[0].t(), scale_a=xs, scale_b=w[1], out_dtype=BF16)
+        return y if b is None else y + b
+
+    (make, call), name = _fused_linear(q, lin, make_w)
+    return (make, call), name.format("torch._scaled_mm (x fp8 per token, W per row)")
+
+
 def b_linear_quant(p):
     # b_linear_fused with the projection in fp8 or int4: the candidates a user has in torch
     # itself, the fastest reported. fp8: torch._scaled_mm with the activation quantized per tensor
@@ -318,6 +339,7 @@ BUILDERS = {
     "linear_cublaslt": b_linear,
     "linear_gemv_fused": b_linear_fused,
     "linear_gemv_quant": b_linear_quant,
+    "linear_fp8_w8a8": b_linear_fp8_w8a8,
     "argmax": b_argmax,
     "sample": b_sample,
 }

@@ -35,7 +35,7 @@ struct LatencyArgs {
   std::string quantization;             // --quantization (as generate's): "" = the checkpoint's own
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto (bf16) or fp8
   engine::LatencyOptions lat;
-  bool no_graphs = false, quick_ceilings = false;
+  bool no_graphs = false, quick_ceilings = false, no_gemm_autotune = false;
   int tp = 1;  // --tensor-parallel-size: GPUs 0..tp-1, one thread each
   int64_t custom_ar_bytes = int64_t{1} << 20;  // --custom-all-reduce-max-bytes
 };
@@ -45,6 +45,7 @@ int run_latency_bench(LatencyArgs a) {
   engine::CudaOpsOptions oo;
   oo.cuda_graphs = !a.no_graphs;
   oo.fp8_kv_cache = a.kv_cache_dtype != "auto";
+  oo.gemm_autotune = !a.no_gemm_autotune;
   a.lat.kv_dtype = oo.fp8_kv_cache ? DType::kF8E4M3 : DType::kBF16;
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
@@ -70,6 +71,7 @@ int run_latency_bench(LatencyArgs a) {
     to.device = "cuda";
     to.ops.cuda_graphs = !a.no_graphs;
     to.ops.fp8_kv_cache = oo.fp8_kv_cache;
+    to.ops.gemm_autotune = oo.gemm_autotune;
     to.custom_all_reduce_max_bytes = static_cast<size_t>(a.custom_ar_bytes);
     tp = make_tp_group(model, std::move(to));
   }
@@ -153,6 +155,8 @@ int run_latency_bench(LatencyArgs a) {
       {"logits_hash", r.logits_hash},
       {"baseline_tokens_per_s", nullptr},
       {"cuda_graphs", !a.no_graphs},
+      {"gemm_autotune", !a.no_gemm_autotune},
+      {"gemm_tuning", ops.gemm_tune_log()},
       {"timed_steps", r.timed_steps},
       {"graph_replay_ms", r.graph_replay_ms},
       {"host_ms_per_token", r.host_ms},
@@ -251,6 +255,8 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
       ->check(CLI::IsMember({"auto", "fp8", "fp8_e4m3"}));
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--no-graphs,--enforce-eager", a->no_graphs, "run every step eagerly");
+  sub.add_flag("--no-gemm-autotune", a->no_gemm_autotune,
+               "keep cuBLASLt's first heuristic algorithm for the graphs' GEMMs");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
   sub.add_option("--profile-step", a->lat.profile_step,
                  "bracket this timed decode step with cudaProfilerStart/Stop (for ncu "

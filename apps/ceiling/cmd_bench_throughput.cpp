@@ -84,6 +84,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
 
   nlohmann::json run_info = nlohmann::json::object();
   nlohmann::json predicted = nullptr, prediction = nullptr, ceilings = nullptr;
+  nlohmann::json gemm_autotune = nullptr;
   std::string gpu = lm.primary().name() == "cpu" ? "cpu" : "unknown";
 #if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
   if (auto* cuda = dynamic_cast<engine::CudaOps*>(&lm.primary())) {
@@ -111,6 +112,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
                   {"decode_steps", p.decode_steps}, {"decode_s", p.decode_s},
                   {"prefill_s", p.prefill_s},       {"total_s", p.total_s}};
     ceilings = ceil.to_json();
+    gemm_autotune = cuda->gemm_autotune();
     run_info = {{"device", dev},
                 {"driver", dev.value("driver", "unknown")},
                 {"clocks", bench::clocks()},
@@ -167,7 +169,8 @@ int run_throughput_bench(const ThroughputArgs& a) {
         {"block_size", engine.config().block_size},
         {"num_kv_blocks", engine.kv().num_blocks()},
         {"prefix_caching", engine.kv().prefix_caching()},
-        {"cuda_graphs", !a.engine.enforce_eager}}},
+        {"cuda_graphs", !a.engine.enforce_eager},
+        {"gemm_autotune", gemm_autotune}}},
       {"ceilings", ceilings},
       {"timestamp", utc_now()},
       {"seed", a.seed},
@@ -178,6 +181,10 @@ int run_throughput_bench(const ThroughputArgs& a) {
        "capacity"},
   };
   j.update(run_info);
+#if defined(HAVE_CEILING_ENGINE_CUDA) && defined(HAVE_CEILING_BENCH)
+  if (auto* cuda = dynamic_cast<engine::CudaOps*>(&lm.primary()))
+    j["gemm_tuning"] = cuda->gemm_tune_log();  // the timed run tunes the buckets it reaches
+#endif
   fmt::print("{} on {}: {} prompts x {} in / {} out ({})\n", mc.name, gpu, r.num_requests,
              j["input_len"].get<int64_t>(), j["output_len"].get<int64_t>(), a.dataset);
   fmt::print(

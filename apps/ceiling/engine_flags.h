@@ -32,6 +32,7 @@ struct EngineFlags {
   int block_size = 16;
   bool prefix_caching = true;
   bool enforce_eager = false;
+  bool no_gemm_autotune = false;
   int tensor_parallel_size = 1;
   int64_t custom_all_reduce_max_bytes = int64_t{1} << 20;  // measured: bench/serve_notes.md
   std::string quantization;             // "" (the checkpoint's own), fp8, int4, or a method name
@@ -62,6 +63,9 @@ inline void add_engine_flags(CLI::App& sub, EngineFlags& f) {
   sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.prefix_caching,
                "reuse the KV blocks of shared prompt prefixes (default on)");
   sub.add_flag("--enforce-eager,--no-graphs", f.enforce_eager, "cuda: no CUDA graphs");
+  sub.add_flag("--no-gemm-autotune", f.no_gemm_autotune,
+               "cuda: keep cuBLASLt's first heuristic algorithm for the decode graphs' GEMMs "
+               "(default: time its candidates at each bucket's warm-up, keep the fastest)");
   sub.add_option("--quantization,-q", f.quantization,
                  "fp8 | int4: quantize the projections on load (fp8: E4M3, a scale per output "
                  "row; int4: asymmetric, groups of 128); or the checkpoint's method "
@@ -156,6 +160,7 @@ inline LoadedModel load_on_device(const std::string& dir, const EngineFlags& f) 
   oo.n_threads = f.threads;
   oo.cuda_graphs = !f.enforce_eager;
   oo.fp8_kv_cache = f.kv_cache_dtype != "auto";
+  oo.gemm_autotune = !f.no_gemm_autotune;
   if (tty)
     oo.upload_progress = [](uint64_t done, uint64_t total) {
       if (total > (256u << 20))

@@ -180,6 +180,17 @@ void CpuOps::linear(const float* x, const TensorView& w, const TensorView* bias,
 void CpuOps::linear(const float* x, const QuantLinear& w, const TensorView* bias, int T, float* out,
                     int64_t ldo) {
   const int64_t K = w.qweight.dim(1);
+  std::vector<float> xq;
+  if (w.format == WeightFormat::kFp8 && T >= kFp8ActRowsMin) {  // W8A8: x through E4M3 per row
+    xq.resize(static_cast<size_t>(T) * K);
+    std::vector<uint8_t> q(static_cast<size_t>(K));
+    for (int t = 0; t < T; ++t) {
+      float s = 1.0f;
+      quantize_act_row_fp8(x + t * K, K, q.data(), &s);
+      for (int64_t k = 0; k < K; ++k) xq[t * K + k] = e4m3_to_f32(q[k]) * s;
+    }
+    x = xq.data();
+  }
   linear_rows(
       x, w.qweight.dim(0), K, [&](int64_t n, float* dst) { dequantize_row(w, n, K, dst); }, bias, T,
       out, ldo);

@@ -20,6 +20,9 @@ struct OpsOptions {
   bool cuda_graphs = true;  // CUDA: capture decode steps in graphs (false = --enforce-eager)
   // --kv-cache-dtype fp8 (CPU: values rounded through E4M3 in an f32 cache; CUDA: an E4M3 cache)
   bool fp8_kv_cache = false;
+  // CUDA: time cuBLASLt's candidate algorithms for each graph-captured GEMM shape at its warm-up
+  // and keep the fastest (cuda/gemm_lt.h; false = --no-gemm-autotune: the heuristic's first).
+  bool gemm_autotune = true;
   // CUDA: (bytes copied, total) while upload() moves the weights to the GPU.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };

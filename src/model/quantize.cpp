@@ -46,6 +46,15 @@ QuantLinear quantize_fp8(const TensorView& w, WeightArena& arena) {
   return q;
 }
 
+void quantize_act_row_fp8(const float* x, int64_t K, uint8_t* q, float* scale) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+  const float s = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+  const float inv = 1.0f / s;
+  for (int64_t k = 0; k < K; ++k) q[k] = f32_to_e4m3(x[k] * inv);
+  *scale = s;
+}
+
 int int4_group_for(int64_t K, int preferred) {
   if (preferred > 0 && K % preferred == 0) return preferred;
   if (K % 64 == 0) return 64;

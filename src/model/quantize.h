@@ -33,6 +33,12 @@ int int4_group_for(int64_t K, int preferred);
 void quantize_projections(ModelWeights& w, WeightFormat format, int int4_group_size,
                           WeightArena& arena);
 
+// One activation row x[K] as E4M3 with a per-row scale (W8A8, model/weights.h kFp8ActRowsMin):
+// scale = max|x| / 448 (1 for an all-zero row), q[k] = e4m3(x[k] · (1 / scale)), saturating,
+// nearest even — the fp32 quotient and reciprocal the GPU's quantize_rows_fp8 takes, so both
+// give the same bytes for the same x.
+void quantize_act_row_fp8(const float* x, int64_t K, uint8_t* q, float* scale);
+
 // Row n of W [N, K] dequantized into dst[K] as f32 (the meaning in model/weights.h).
 void dequantize_row(const QuantLinear& q, int64_t n, int64_t K, float* dst);
 

@@ -61,6 +61,14 @@ struct QuantLinear {
   bool quantized() const { return format != WeightFormat::kDense; }
 };
 
+// fp8 projections compute W8A8 on a call of at least kFp8ActRowsMin input rows (prefill chunks,
+// decode batches past the GEMV's 16 rows): each row of x is quantized to E4M3 with a scale of its
+// own (quantize_act_row_fp8, model/quantize.h: dynamic per token, vLLM's FP8_DYNAMIC) and the
+// product runs on FP8 tensor cores (cuBLASLt), the two scales applied to the fp32 sum. Calls of
+// fewer rows keep x as it is (the decode GEMV dequantizes the weights to bf16 in registers).
+// CpuOps follows the same rule, so it stays the GPU's reference at every M.
+inline constexpr int kFp8ActRowsMin = 17;
+
 struct LayerWeights {
   TensorView input_norm;              // [H]
   TensorView q_proj;                  // [Hq*D, H]

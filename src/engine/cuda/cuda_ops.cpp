@@ -12,6 +12,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/quantize_act.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/silu_mul.h"
@@ -78,8 +79,23 @@ std::unique_ptr<Ops> make_cuda_ops(const OpsOptions& options) {
   o.device_index = options.device_index;
   o.cuda_graphs = options.cuda_graphs;
   o.fp8_kv_cache = options.fp8_kv_cache;
+  o.gemm_autotune = options.gemm_autotune;
   o.upload_progress = options.upload_progress;
   return std::make_unique<CudaOps>(std::move(o));
+}
+
+nlohmann::json CudaOps::gemm_tune_log() const {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!linear_) return rows;
+  for (const cuda::LtGemm::TuneRecord& t : linear_->lt().tune_log())
+    rows.push_back({{"M", t.M},
+                    {"N", t.N},
+                    {"K", t.K},
+                    {"candidates", t.candidates},
+                    {"chosen", t.chosen},
+                    {"first_us", t.first_us},
+                    {"best_us", t.best_us}});
+  return rows;
 }
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -103,6 +119,8 @@ namespace {
 // kernel at M = 1, the tensor-core kernel above); past the GEMV's limit they are dequantized to
 // bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call.
 constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
+static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
+              "W8A8 starts where the quantized GEMV stops (model/weights.h)");
 
 cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
   cuda_impl::DeviceLinear d;
@@ -129,6 +147,17 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
       f.accumulate = accumulate;
       cuda::gemv_fused_quant(f, bf16_ptr(x, "linear input"), w.w, b, static_cast<bf16*>(out), rows,
                              w.N, w.K, stream_)
+          .throw_if_error();
+      return;
+    }
+    if (w.w.format == cuda::GemvWeightFormat::kFP8 && fp8_gemm_) {
+      CEILING_ENSURE(rows <= act_rows_, "CudaOps: W8A8 input of {} rows past the {} prepared", rows,
+                     act_rows_);
+      cuda::quantize_rows_fp8(bf16_ptr(x, "linear input"), rows, w.K, act_q_, act_scale_, stream_)
+          .throw_if_error();
+      linear_->lt()
+          .run_fp8(act_q_, act_scale_, static_cast<const uint8_t*>(w.w.data), w.w.row_scale, b,
+                   static_cast<bf16*>(out), rows, w.N, w.K, stream_, accumulate)
           .throw_if_error();
       return;
     }

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "engine/cuda/device_memory.h"
@@ -49,6 +50,9 @@ struct CudaOpsOptions {
   // --kv-cache-dtype fp8: caches hold E4M3 (head_dim 64 or 128). The QKV GEMV then leaves RoPE
   // and the cache write to rope_kv_write (its fused epilogue writes bf16 only).
   bool fp8_kv_cache = false;
+  // Tune the cuBLASLt algorithm of each GEMM shape a decode graph captures, at the bucket's
+  // warm-up step (kernels/cuda/gemm_lt.h); false: cuBLASLt's first heuristic choice.
+  bool gemm_autotune = true;
   // (source bytes copied, total) during upload(), e.g. for a progress line on a TTY.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };
@@ -117,6 +121,10 @@ class CudaOps final : public Ops {
   cudaStream_t stream() const { return stream_; }
   const CudaOpsStats& stats() const { return stats_; }
   bool cuda_graphs() const { return options_.cuda_graphs; }
+  bool gemm_autotune() const { return options_.gemm_autotune; }
+  // The GEMM shapes tuned so far (gemm_lt.h), as JSON rows {M, N, K, candidates, chosen,
+  // first_us, best_us}: what --no-gemm-autotune would have run, and what runs.
+  nlohmann::json gemm_tune_log() const;
   // Turning graphs off drops the captured ones.
   void set_cuda_graphs(bool enabled);
   // Diagnostics: replays the last step's graph n times back to back (the same step again: its
@@ -159,6 +167,10 @@ class CudaOps final : public Ops {
   bool launching() const { return mode_ != Mode::kReplay; }
   void ensure_meta(int t_rows, int s_rows, int mb);
   void ensure_qkv(int rows);
+  // The E4M3 image and per-row scales of a W8A8 call's input (fp8 projections, rows ≥
+  // kFp8ActRowsMin): room for `rows` rows of the widest projection input.
+  void ensure_act_fp8(int rows);
+  void probe_fp8_gemm();  // sets fp8_weights_ and fp8_gemm_ after the upload
   void pack_step(const StepBatch& step, int dummy_block);
   void plan_step(const KvCache& kv, bool graph);
   void finish_step(const TensorView& logits);
@@ -190,7 +202,8 @@ class CudaOps final : public Ops {
   static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
   // out = x · Wᵀ (+ bias) for `rows` rows of x: bf16 weights through cuda::Linear (GEMV or
   // cuBLASLt by the measured crossover); fp8 / int4 through the quantized GEMV up to
-  // kQuantGemvMaxM rows, above that dequantized into weights_.dequant_scratch for cuda::Linear.
+  // kQuantGemvMaxM rows; above that fp8 runs W8A8 (x quantized per row, cuBLASLt FP8) and int4
+  // is dequantized into weights_.dequant_scratch for cuda::Linear.
   void linear(const TensorView& x, const cuda_impl::DeviceLinear& w, const TensorView* bias,
               void* out, DType out_dtype, int rows, bool accumulate = false);
   // Whether `rows` of x through w take the GEMV, so a fused GEMV (norm or SiLU prologue, RoPE
@@ -222,6 +235,11 @@ class CudaOps final : public Ops {
   float* inv_freq_ = nullptr;  // [D/2] device
   std::vector<KvAlloc> kv_allocs_;
   int64_t row_cap_ = INT64_MAX;  // fewest rows of any alloc()'d buffer of rank ≥ 2
+  bool fp8_weights_ = false;     // some projection is fp8: W8A8 calls need act_q_
+  bool fp8_gemm_ = false;        // cuBLASLt has the FP8 outer-vector-scale kernels (upload probes)
+  uint8_t* act_q_ = nullptr;     // [act_rows_, widest K] E4M3 (arena)
+  float* act_scale_ = nullptr;   // [act_rows_]
+  int act_rows_ = 0;
 
   // The current step (kIdle: none; ops that need no step metadata then run eagerly).
   Mode mode_ = Mode::kIdle;

@@ -13,6 +13,28 @@ using cuda_impl::bf16;
 
 // ---- memory -------------------------------------------------------------------------------
 
+void CudaOps::probe_fp8_gemm() {
+  fp8_weights_ = false;
+  bool shapes_ok = true;
+  for (const cuda_impl::FusedLayerWeights& f : weights_.fused)
+    for (const cuda_impl::DeviceLinear* d : {&f.qkv, &f.o, &f.gate_up, &f.down})
+      if (d->w.format == cuda::GemvWeightFormat::kFP8) {
+        fp8_weights_ = true;
+        shapes_ok = shapes_ok && d->N % 16 == 0 && d->K % 16 == 0;
+      }
+  fp8_gemm_ = false;
+  if (!fp8_weights_) return;
+  const cuda_impl::DeviceLinear& d = weights_.fused.at(0).qkv;
+  const Status st = shapes_ok ? linear_->lt().plan_fp8(kFp8ActRowsMin, d.N, d.K, false)
+                              : Status::error("a projection's N or K is not a multiple of 16");
+  fp8_gemm_ = st.ok();
+  if (!fp8_gemm_)
+    fmt::print(stderr,
+               "[cuda] fp8 projections of {} rows or more dequantize to bf16 instead of running "
+               "W8A8 ({}); the CPU reference's W8A8 rounding then differs from this GPU's\n",
+               kFp8ActRowsMin, st.message());
+}
+
 TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
   CEILING_ENSURE(mode_ != Mode::kCapture && mode_ != Mode::kReplay,
                  "CudaOps::alloc: not allowed inside a graph step");
@@ -42,6 +64,7 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
   stats_.upload_bytes = weights_.source_bytes;
   stats_.weight_bytes = weights_.storage.bytes() + weights_.dequant_scratch.bytes();
   config_ = config;
+  probe_fp8_gemm();
   const std::vector<float> inv = cpu::rope_inv_freq(config);
   inv_freq_ = static_cast<float*>(arena_.allocate(inv.size() * sizeof(float)));
   CEILING_CUDA_CHECK(

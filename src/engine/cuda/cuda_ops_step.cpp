@@ -54,6 +54,7 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   }
   ensure_meta(std::max(T, B), std::max(S, B), next_pow2(std::max(step.max_blocks, 1)));
   ensure_qkv(std::max(T, B));
+  ensure_act_fp8(std::max(T, B));
   if (B && graph_kv_ != ka.k0) {
     drop_graphs();
     graph_kv_ = ka.k0;
@@ -133,6 +134,17 @@ void CudaOps::ensure_qkv(int rows) {
   stats_.arena_bytes = arena_.bytes_reserved();
 }
 
+void CudaOps::ensure_act_fp8(int rows) {
+  if (!fp8_gemm_ || rows < kFp8ActRowsMin || rows <= act_rows_) return;
+  const int n = next_pow2(rows);
+  const int64_t k = std::max({config_.hidden_size, config_.q_dim(), config_.intermediate_size});
+  // The old buffers stay allocated (arena): graphs that captured them remain valid.
+  act_q_ = static_cast<uint8_t*>(arena_.allocate(static_cast<size_t>(n) * k));
+  act_scale_ = static_cast<float*>(arena_.allocate(static_cast<size_t>(n) * sizeof(float)));
+  act_rows_ = n;
+  stats_.arena_bytes = arena_.bytes_reserved();
+}
+
 void CudaOps::pack_step(const StepBatch& step, int dummy_block) {
   int32_t* h = meta_.host.as<int32_t>();
   const int T = step_tokens_, S = step.num_seqs(), R = step_logits_, mb = meta_.mb_cap;
@@ -198,13 +210,17 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
     }
   }
   if (graph) {  // cuBLASLt planning is host work: do it before the capture
-    const int M = rows_, H = c.hidden_size, I = c.intermediate_size;
-    linear_->plan(M, c.q_dim() + 2 * c.kv_dim(), H, c.attention_bias, DType::kBF16)
-        .throw_if_error();
-    linear_->plan(M, H, c.q_dim(), false, DType::kBF16).throw_if_error();
-    linear_->plan(M, 2 * I, H, false, DType::kBF16).throw_if_error();
-    linear_->plan(M, H, I, false, DType::kBF16).throw_if_error();
-    linear_->plan(M, c.vocab_size, H, false, DType::kF32).throw_if_error();
+    const int M = rows_;
+    const bool tune = options_.gemm_autotune;
+    const cuda_impl::FusedLayerWeights& f = weights_.fused.at(0);
+    for (const cuda_impl::DeviceLinear* d : {&f.qkv, &f.o, &f.gate_up, &f.down}) {
+      const bool bias = d == &f.qkv && c.attention_bias;
+      if (d->w.format == cuda::GemvWeightFormat::kFP8 && fp8_gemm_ && M >= kFp8ActRowsMin)
+        linear_->lt().plan_fp8(M, d->N, d->K, bias, tune).throw_if_error();
+      else
+        linear_->plan(M, d->N, d->K, bias, DType::kBF16, tune).throw_if_error();
+    }
+    linear_->plan(M, c.vocab_size, c.hidden_size, false, DType::kF32, tune).throw_if_error();
   }
 }
 

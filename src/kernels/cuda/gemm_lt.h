@@ -5,15 +5,25 @@
 // shape and caches it; run() only sets the pointers and enqueues cublasLtMatmul on the stream —
 // no allocation, no sync — so it can be captured in a CUDA graph. run() plans a shape it has not
 // seen (host work only, still capture-safe). Not thread-safe: one thread owns an LtGemm.
+//
+// Tuning (plan(..., tune = true), for the shapes a CUDA graph replays every step): cuBLASLt's
+// first heuristic is not always its fastest algorithm for decode-sized M (a tile grid that fills
+// half the SMs, no split-K). The first run() of a tuned shape outside a stream capture times up to
+// kTuneCandidates of the heuristic's algorithms on that call's own operands — into a scratch
+// output, the L2 flushed before each timed run so the weights come from HBM as in a real step —
+// and keeps the fastest; the heuristic's first stays unless another beats it by kTuneMargin.
+// Different algorithms sum in different orders: the choice is per process, like the GPU's clocks.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -23,24 +33,56 @@ namespace ceiling::cuda {
 class LtGemm {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+  static constexpr int kTuneCandidates = 16;
+  static constexpr int kTuneRuns = 5;                      // timed runs per candidate (median kept)
+  static constexpr double kTuneMargin = 0.02;              // a challenger must be 2 % faster
+  static constexpr size_t kFlushBytes = size_t{64} << 20;  // > the 50 MB L2 of an H100 / H200
+
+  // One tuned shape: the heuristic's first algorithm and the kept one, median µs of each.
+  struct TuneRecord {
+    int M, N, K;
+    int candidates;   // algorithms timed
+    int chosen;       // index in the heuristic's order (0: its first)
+    double first_us;  // the heuristic's first
+    double best_us;   // the kept algorithm
+  };
   // Creates the cuBLASLt handle and allocates the workspace. Throws ceiling::Error.
   explicit LtGemm(size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  Status plan(int M, int N, int K, bool bias, DType out_dtype);
+  Status plan(int M, int N, int K, bool bias, DType out_dtype, bool tune = false);
   // accumulate: out = out + x · W^T (+ bias), in place (beta = 1), rounded once.
   Status run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
              DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate = false);
+  // W8A8 (model/weights.h kFp8ActRowsMin): out [M, N] bf16 = (xq · wq^T) · x_scale[m] ·
+  // w_scale[n] (+ bias) (+ out when accumulate), FP8 tensor cores, fp32 sums; xq [M, K] and
+  // wq [N, K] E4M3 (quantize_act.h, the fp8 weight as uploaded), N and K multiples of 16.
+  // cuBLASLt's outer-vector scale mode (CUDA 12.9+): an error from plan_fp8 means this
+  // cuBLASLt or GPU has no such kernel, and the caller takes another path.
+  Status plan_fp8(int M, int N, int K, bool bias, bool tune = false);
+  Status run_fp8(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale,
+                 const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
+                 cudaStream_t stream, bool accumulate = false);
+  // The shapes tuned so far, in the order they were tuned.
+  const std::vector<TuneRecord>& tune_log() const { return tune_log_; }
 
  private:
   struct Plan;
-  using Key = std::tuple<int, int, int, bool, DType>;
+  // Times p's candidates on the call's operands and keeps the fastest (see above). A failure to
+  // get scratch memory leaves the heuristic's first in place.
+  Status tune(Plan& p, const void* x, const void* w, DType out_dtype, int M, int N, int K,
+              cudaStream_t stream, bool accumulate);
+  using Key = std::tuple<int, int, int, bool, DType, bool>;  // M, N, K, bias, out, fp8
+  Status plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool fp8, bool tune);
+  Status run_impl(Plan& p, const void* x, const void* w, const __nv_bfloat16* bias, void* out,
+                  DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate);
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::vector<TuneRecord> tune_log_;
 };
 
 }  // namespace ceiling::cuda

@@ -50,9 +50,9 @@ LinearPath linear_path(const CrossoverTable& t, int M, int N, int K) {
                                                            : LinearPath::kCublasLt;
 }
 
-Status Linear::plan(int M, int N, int K, bool bias, DType out_dtype) {
+Status Linear::plan(int M, int N, int K, bool bias, DType out_dtype, bool tune) {
   if (path(M, N, K) == LinearPath::kGemv) return Status();
-  return lt_.plan(M, N, K, bias, out_dtype);
+  return lt_.plan(M, N, K, bias, out_dtype, tune);
 }
 
 Status Linear::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,

@@ -50,12 +50,14 @@ class Linear {
  public:
   explicit Linear(const CrossoverTable& table) : table_(&table) {}
   LinearPath path(int M, int N, int K) const { return linear_path(*table_, M, N, K); }
-  // Host-only planning for the shapes a CUDA graph will capture (the GEMV path needs none).
-  Status plan(int M, int N, int K, bool bias, DType out_dtype);
+  // Host-only planning for the shapes a CUDA graph will capture (the GEMV path needs none);
+  // tune: time cuBLASLt's candidates at the shape's first run outside a capture (gemm_lt.h).
+  Status plan(int M, int N, int K, bool bias, DType out_dtype, bool tune = false);
   // accumulate (bf16 out only): out = out + x · W^T (+ bias), in place — a residual add.
   Status run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
              DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate = false);
   LtGemm& lt() { return lt_; }
+  const LtGemm& lt() const { return lt_; }
 
  private:
   const CrossoverTable* table_;

@@ -1,0 +1,115 @@
+// The W8A8 path of fp8 projections (model/weights.h kFp8ActRowsMin): quantize_rows_fp8 against
+// the CPU's quantize_act_row_fp8 byte for byte, and quantize + cuBLASLt FP8 (outer-vector scales)
+// against CPU W8A8 at awkward sizes — rows just past the GEMV (17), odd M, N and K at the FP8
+// GEMM's multiple of 16, a bias, the residual add, an all-zero row. Also the dequantize + bf16
+// GEMM comparison path, and the cuBLASLt autotuner: a tuned plan still computes the product.
+#include "bench/cases/linear_fp8.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "kernels/cpu/ref.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/quantize_act.h"
+#include "model/quantize.h"
+
+namespace ceiling {
+namespace {
+
+using namespace gpu_test;
+using bf16 = __nv_bfloat16;
+
+TEST(GpuQuantizeRowsFp8, MatchesCpuBytes) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (int K : {8, 24, 4104})
+    for (int T : {1, 5, 67}) {
+      const uint64_t seed = fresh_seed();
+      SCOPED_TRACE("T " + std::to_string(T) + " K " + std::to_string(K) + " seed " +
+                   std::to_string(seed));
+      DeviceBuffer x(size_t(T) * K * 2), q(size_t(T) * K), sc(size_t(T) * 4);
+      // Rows of very different ranges: the per-row scale must follow each.
+      fill_uniform(x.as<bf16>(), size_t(T) * K, seed, -3000.0f, 3000.0f, s);
+      if (T > 1) {
+        fill_uniform(x.as<bf16>() + K, K, seed + 1, -1e-3f, 1e-3f, s);
+        CEILING_CUDA_CHECK(cudaMemsetAsync(x.as<bf16>() + size_t(T - 1) * K, 0, size_t(K) * 2, s));
+      }
+      poison(q.get(), size_t(T) * K, s);
+      poison(sc.get(), size_t(T) * 4, s);
+      ASSERT_TRUE(
+          cuda::quantize_rows_fp8(x.as<bf16>(), T, K, q.as<uint8_t>(), sc.as<float>(), s).ok());
+      const auto xf = bench::to_f32(to_host(x.as<bf16>(), size_t(T) * K, s));
+      const auto gq = to_host(q.as<uint8_t>(), size_t(T) * K, s);
+      const auto gs = to_host(sc.as<float>(), size_t(T), s);
+      std::vector<uint8_t> cq(K);
+      for (int t = 0; t < T; ++t) {
+        float cs = 0;
+        quantize_act_row_fp8(xf.data() + size_t(t) * K, K, cq.data(), &cs);
+        EXPECT_EQ(0, std::memcmp(&cs, &gs[t], 4)) << "row " << t << ": " << cs << " vs " << gs[t];
+        EXPECT_EQ(0, std::memcmp(cq.data(), gq.data() + size_t(t) * K, K)) << "row " << t;
+      }
+    }
+  EXPECT_FALSE(cuda::quantize_rows_fp8(nullptr, 1, 12, nullptr, nullptr, s).ok());  // K % 8
+}
+
+TEST(GpuLinearFp8, W8A8MatchesCpu) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (int M : {17, 33, 100, 257})
+    for (int N : {16, 48, 1040})
+      for (int K : {16, 112, 4112})
+        for (int variant = 0; variant < 3; ++variant) {
+          const bool bias = variant == 1, residual = variant == 2;
+          auto c = bench::make_linear_fp8_case(true, M, N, K, bias, residual);
+          expect_case_passes(*c, s);
+        }
+}
+
+TEST(GpuLinearFp8, DequantizePathMatchesCpu) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (int M : {17, 100})
+    for (bool residual : {false, true})
+      expect_case_passes(*bench::make_linear_fp8_case(false, M, 1040, 4112, !residual, residual),
+                         s);
+}
+
+// A tuned plan times its candidates at the first run outside a capture, keeps one, and that
+// one computes the product (against cpu::linear), with and without the residual add.
+TEST(GpuLtGemm, TunedPlanMatchesReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const int M = 64, N = 1040, K = 2056;
+  cuda::LtGemm lt;
+  ASSERT_TRUE(lt.plan(M, N, K, false, DType::kBF16, /*tune=*/true).ok());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  DeviceBuffer x(size_t(M) * K * 2), w(size_t(N) * K * 2), out(size_t(M) * N * 2);
+  fill_uniform(x.as<bf16>(), size_t(M) * K, seed, -1.0f, 1.0f, s);
+  fill_uniform(w.as<bf16>(), size_t(N) * K, seed + 1, -1.0f, 1.0f, s);
+  for (bool accumulate : {false, true}) {
+    fill_uniform(out.as<bf16>(), size_t(M) * N, seed + 2, -1.0f, 1.0f, s);
+    const auto before = bench::to_f32(to_host(out.as<bf16>(), size_t(M) * N, s));
+    ASSERT_TRUE(
+        lt.run(x.as<bf16>(), w.as<bf16>(), nullptr, out.get(), DType::kBF16, M, N, K, s, accumulate)
+            .ok());
+    const auto got = bench::to_f32(to_host(out.as<bf16>(), size_t(M) * N, s));
+    const auto xf = bench::to_f32(to_host(x.as<bf16>(), size_t(M) * K, s));
+    const auto wh = to_host(w.as<bf16>(), size_t(N) * K, s);
+    std::vector<float> ref(size_t(M) * N);
+    TensorView wv(const_cast<bf16*>(wh.data()), DType::kBF16, {N, K});
+    cpu::linear(xf.data(), wv, nullptr, M, ref.data());
+    if (accumulate)
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += before[i];
+    EXPECT_LE(rel_err(got, ref), bench::kTolBf16Out) << "accumulate " << accumulate;
+  }
+  ASSERT_EQ(lt.tune_log().size(), 1u);  // tuned once, at the first run
+  const auto& t = lt.tune_log()[0];
+  EXPECT_GE(t.candidates, 1);
+  EXPECT_GT(t.first_us, 0.0);
+  EXPECT_LE(t.best_us, t.first_us);
+}
+
+}  // namespace
+}  // namespace ceiling
