@@ -9,7 +9,7 @@
 #   OUTDIR/throughput-<gpu>-<date>-<preset>-<tag>.json
 # Usage: bench/run_gemm_on_gpu.sh OUTDIR [BUILD_DIR]   (from the repository root; BUILD_DIR a
 #        stage of bench/stage_device_build.sh --engine, default build/engine-dev)
-# Env: PHASE (1 or 2), PRESET (default llama-3.1-8b), SKIP_TESTS=1, SKIP_KERNELS=1,
+# Env: PHASE (1 or 2), PRESET (default llama-3.1-8b), SKIP_TESTS=1, SKIP_KERNELS=1, SKIP_LATENCY=1,
 #      LATENCY ("tag:flags;..." overrides the latency runs), THROUGHPUT (the same for phase 2).
 set -uo pipefail
 out=${1:?usage: run_gemm_on_gpu.sh OUTDIR [BUILD_DIR]}
@@ -54,8 +54,8 @@ if [ "$phase" = 1 ]; then
       run "torch baselines" 300 python3 bench/torch_baseline.py --merge "$out/kernels-w8a8.json" \
         --filter '^linear_fp8_w8a8 '
   fi
-  make_model
-  bench_each latency "${LATENCY:-bf16-b64:--batch 64 --input-len 512 --output-len 256;\
+  [ "${SKIP_LATENCY:-0}" = 1 ] || make_model
+  [ "${SKIP_LATENCY:-0}" = 1 ] || bench_each latency "${LATENCY:-bf16-b64:--batch 64 --input-len 512 --output-len 256;\
 bf16-b64-untuned:--batch 64 --input-len 512 --output-len 256 --no-gemm-autotune;\
 fp8-b64:--batch 64 --input-len 512 --output-len 256 -q fp8;\
 bf16-b1-i8192:--batch 1 --input-len 8192 --output-len 16;\
