@@ -53,6 +53,12 @@ inline constexpr double kMaxRoundingNoise = 0.1;
 // the plumbing errors it must catch (a scale applied twice or not at all, a wrong slot, a bf16
 // write into an fp8 cache) are of order 1.
 inline constexpr double kMaxRoundingNoiseFp8Kv = 0.2;
+// The same guard for fp8 weights: calls of kFp8ActRowsMin rows or more (prefill chunks, decode
+// batches past 16) run W8A8 on both sides (model/weights.h), so a bf16-level difference in an
+// activation that crosses an E4M3 rounding boundary moves it by a 3-bit-mantissa step, as in an
+// fp8 cache. Measured on an H100 (r51): the 2-layer llama-fp8 model's emulated noise 0.10–0.14
+// where its bf16 noise was below 0.1 before W8A8.
+inline constexpr double kMaxRoundingNoiseW8A8 = 0.2;
 // Greedy picks may differ only where the reference's top two candidates are nearly tied: the
 // reference logit of its own pick minus that of the other pick, over the row's RMS.
 inline constexpr double kNearTieOfRms = 0.1;

@@ -186,7 +186,10 @@ void compare_tp(const ModelConfig& c, const ModelWeights& w, int world, const st
   std::mt19937 rng(11);
   std::vector<int32_t> ids(P);
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
+  bool w8a8 = false;  // fp8 projections: W8A8 from 17 rows on both sides (model/weights.h)
+  for (const QuantLinear& q : w.layers.at(0).quant) w8a8 = w8a8 || q.format == WeightFormat::kFp8;
   NoiseCheck check(r.fp8_kv ? engine::gpu_test::kMaxRoundingNoiseFp8Kv
+                   : w8a8   ? engine::gpu_test::kMaxRoundingNoiseW8A8
                             : engine::gpu_test::kMaxRoundingNoise);
   int done = 0;
   auto host = [](engine::Ops& ops, const TensorView& l) {

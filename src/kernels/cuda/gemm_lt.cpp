@@ -59,6 +59,8 @@ Status LtGemm::plan(int M, int N, int K, bool bias, DType out_dtype, bool tune) 
 }
 
 Status LtGemm::plan_fp8(int M, int N, int K, bool bias, bool tune) {
+  if (!workspace_)
+    return Status::error("LtGemm: FP8 plans need a workspace (constructed with 0 bytes)");
   if (K % 16 != 0 || N % 16 != 0)
     return Status::error("LtGemm: FP8 needs N and K multiples of 16 (N {} K {})", N, K);
   return plan_impl(M, N, K, bias, DType::kBF16, /*fp8=*/true, tune);
@@ -108,6 +110,15 @@ Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool f
     CEILING_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->c, cuda_type(out_dtype), N, M, N));
   }
 
+  if (fp8) {
+    // cuBLASLt finds no outer-vector-scale algorithm while the scale pointers are null: plan
+    // with a stand-in device address (run_fp8 sets the real ones before each call).
+    const void* stand_in = workspace_;
+    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &stand_in, sizeof(stand_in)));
+    CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(
+        p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &stand_in, sizeof(stand_in)));
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   CEILING_CUBLAS_RETURN(cublasLtMatmulPreferenceCreate(&pref));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
