@@ -62,8 +62,8 @@ bf16-b1-i8192:--batch 1 --input-len 8192 --output-len 16;\
 fp8-b1-i8192:--batch 1 --input-len 8192 --output-len 16 -q fp8}"
 else
   make_model
-  bench_each throughput "${THROUGHPUT:-random-bf16:--num-prompts 1000 --input-len 1024 --output-len 1024;\
-random-fp8-kvfp8:--num-prompts 1000 --input-len 1024 --output-len 1024 -q fp8 --kv-cache-dtype fp8}"
+  bench_each throughput "${THROUGHPUT:-random-bf16:--device cuda --num-prompts 1000 --input-len 1024 --output-len 1024;\
+random-fp8-kvfp8:--device cuda --num-prompts 1000 --input-len 1024 --output-len 1024 -q fp8 --kv-cache-dtype fp8}"
 fi
 python3 - "$out" <<'PY' || true
 import glob, json, sys
