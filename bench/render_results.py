@@ -279,7 +279,9 @@ def accuracy_section(runs):
            "Each variant reads the same windows of the text; perplexity of its next-token predictions, "
            "mean (and largest) KL divergence of its next-token distribution from the checkpoint's "
            "(nats), and how often its top-1 token is the checkpoint's. fp8: E4M3 weights, a scale per "
-           "output row; int4: asymmetric round-to-nearest with the group sizes listed; kv-fp8: the KV "
+           "output row, and from the 2026-11-28 files W8A8 — the inputs of every call of 17 rows or more "
+           "(the chunks here) rounded through E4M3 with a scale per token, as the GPU's prefill runs it "
+           "(earlier files: bf16 inputs); int4: asymmetric round-to-nearest with the group sizes listed; kv-fp8: the KV "
            "cache rounded through E4M3 (scale from the checkpoint, else 1). Computed in fp32 on the CPU "
            "(CpuOps, the oracle of the GPU kernels).", ""]
     for name, run in runs:
@@ -384,11 +386,20 @@ def main():
     first += results_headline.headline(latency, kernels, img_dir, md_dir, images, throughput)
     if serve:
         first += serve_section(serve)
-    if accuracy:  # the latest run per model
-        latest = {}
-        for name, run in accuracy:
-            latest[run.get("model")] = (name, run)
-        first += accuracy_section(sorted(latest.values()))
+    if accuracy:  # per model the latest run, then older runs' variants the newer ones lack
+        by_model = {}
+        for name, run in sorted(accuracy, key=lambda nr: nr[1].get("date", "")):
+            by_model.setdefault(run.get("model"), []).append((name, run))
+        shown = []
+        for model in sorted(by_model):
+            seen = set()
+            for name, run in reversed(by_model[model]):
+                vs = run.get("variants") or []
+                keep = [v for i, v in enumerate(vs) if v.get("variant") not in seen or i == 0]
+                if len(keep) > 1 or not seen:
+                    shown.append((name, dict(run, variants=keep)))
+                seen |= {v.get("variant") for v in vs}
+        first += accuracy_section(shown)
     with open(a.out, "w") as f:
         f.write("\n".join(first))
     print(f"wrote {a.out} and {history}")

@@ -6,6 +6,7 @@ pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels
 `_kernels_linear`, `_sampler_kernels`, `rep1`, ...). Decode latency: CUDA graphs on (the `-eager`
 files are the graphs-off comparison). The `kv` tag (`latency-<gpu>-<date>r<N>kv-...`) is the KV-cache
 A/B of `bench/run_kvfp8_on_gpu.sh` (bf16 against fp8 at the same batch and input): its own table.
+The `ttft` tag is the time to first token of a long prompt, bf16 against fp8 / int4: its own table.
 """
 import os
 import re
@@ -207,23 +208,54 @@ def tp_table(rows):
 
 
 def latest_lowprec(latency):
-    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: the newest run tag with
-    fp8 / int4 weights per GPU, every weights format and batch of that tag."""
-    by_tag = {}
+    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: per GPU and batch, the newest
+    run tag with fp8 / int4 weights at that batch, every weights format of that tag and batch."""
+    groups = {}
     for name, run in latency:
         m = LATENCY.match(name)
         if not m or m["x"] or m["eager"] or run.get("tensor_parallel_size", 1) > 1:
             continue
-        by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
+        g = groups.setdefault((m["gpu"], run.get("batch", 1)), {})
+        g.setdefault(run_order(m), []).append((name, run))
     out = {}
-    for (gpu, order), runs in sorted(by_tag.items()):
-        if not any(r.get("weights", "bf16") != "bf16" for _, r in runs):
+    rank = {"bf16": 0, "fp8": 1, "int4": 2}
+    for (gpu, _), by_order in sorted(groups.items()):
+        tags = [o for o, runs in by_order.items() if any(r.get("weights", "bf16") != "bf16" for _, r in runs)]
+        if not tags:
             continue
-        base = {r.get("batch"): r for _, r in runs if r.get("weights", "bf16") == "bf16"}
-        rank = {"bf16": 0, "fp8": 1, "int4": 2}
-        rows = sorted(runs, key=lambda nr: (nr[1].get("batch", 1), rank.get(nr[1].get("weights"), 9)))
-        out[gpu] = [(n, r, base.get(r.get("batch"))) for n, r in rows]  # the newest tag wins
+        runs = by_order[max(tags)]
+        base = next((r for _, r in runs if r.get("weights", "bf16") == "bf16"), None)
+        rows = sorted(runs, key=lambda nr: rank.get(nr[1].get("weights"), 9))
+        out.setdefault(gpu, []).extend((n, r, base) for n, r in rows)
     return out
+
+
+def latest_ttft(latency):
+    """{gpu: [(name, run, bf16 run or None)]}: the newest `ttft` tag per GPU (the time to first
+    token of a long prompt, bf16 weights against fp8 / int4)."""
+    by_tag = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if m and m["x"] == "ttft":
+            by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
+    out = {}
+    rank = {"bf16": 0, "fp8": 1, "int4": 2}
+    for (gpu, _), runs in sorted(by_tag.items()):
+        base = {r.get("input_len"): r for _, r in runs if r.get("weights", "bf16") == "bf16"}
+        rows = sorted(runs, key=lambda nr: (nr[1].get("input_len"), rank.get(nr[1].get("weights"), 9)))
+        out[gpu] = [(n, r, base.get(r.get("input_len"))) for n, r in rows]
+    return out
+
+
+def ttft_table(rows):
+    out = ["**Time to first token of a long prompt** (one run; batch 1, random weights quantized on load; "
+           "fp8 prefill GEMMs run W8A8 — per-token E4M3 activations, cuBLASLt FP8 — attention stays bf16)", "",
+           "| model | weights | prompt | TTFT ms | × bf16 | run |", "|---|---|---|---|---|---|"]
+    for name, r, base in rows:
+        sp = base["ttft_ms"] / r["ttft_ms"] if base and r.get("ttft_ms") else None
+        out.append(f"| {r.get('model', '')} | {r.get('weights', 'bf16')} | {r.get('input_len', '')} "
+                   f"| {fmt(r.get('ttft_ms'), '.1f')} | {fmt(sp, '.2f')} | {link(name)} |")
+    return out + [""]
 
 
 def latest_kv(latency):
@@ -259,15 +291,18 @@ def kv_table(rows):
 
 
 def lowprec_table(rows):
-    out = ["**Low-precision decode** (one run; random weights quantized on load, `--quantization`; speed-up "
-           "against bf16 at the same batch in the same run; floor: the step's bytes in that format at the "
-           "measured bandwidth; TTFT includes dequantizing every weight for the prefill GEMMs)", "",
-           "| model | weights | batch | ms/token | tokens/s | × bf16 | % of floor | predicted gap | TTFT ms | run |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["**Low-precision decode** (per batch the newest run with fp8 / int4 weights; random weights "
+           "quantized on load, `--quantization`; speed-up against bf16 at the same batch in the same run; floor: "
+           "the step's bytes in that format at the measured bandwidth; past 16 rows fp8 runs W8A8 from r51 — "
+           "before, and int4 still, every weight is dequantized to bf16 for those GEMMs)", "",
+           "| model | weights | batch | in / out | ms/token | tokens/s | × bf16 | % of floor | predicted gap "
+           "| TTFT ms | run |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r, base in rows:
         w = r.get("weights", "bf16") + (f" g{r['group_size']}" if r.get("weights") == "int4" else "")
         sp = r["tokens_per_s"] / base["tokens_per_s"] if base and r.get("tokens_per_s") else None
-        out.append(f"| {r.get('model', '')} | {w} | {r.get('batch', '')} | {fmt(r.get('ms_per_token'), '.3f')} "
+        out.append(f"| {r.get('model', '')} | {w} | {r.get('batch', '')} "
+                   f"| {r.get('input_len', '')} / {r.get('output_len', '')} | {fmt(r.get('ms_per_token'), '.3f')} "
                    f"| {fmt(r.get('tokens_per_s'), '.1f')} | {fmt(sp, '.2f')} | {fmt(r.get('pct_of_floor'), '.1f')} "
                    f"| {fmt(r.get('prediction_gap'), '.2f')} | {fmt(r.get('ttft_ms'), '.1f')} | {link(name)} |")
     return out + [""]
@@ -277,8 +312,9 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
     lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
     tp, low, kv = latest_tp(latency), latest_lowprec(latency), latest_kv(latency)
+    ttft = latest_ttft(latency)
     out = []
-    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low) | set(kv)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low) | set(kv) | set(ttft)):
         out += [f"## {gpu.upper()} — latest", ""]
         if gpu in thr:
             out += throughput_table(thr[gpu])
@@ -293,6 +329,8 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
             out += lowprec_table(low[gpu])
         if gpu in kv:
             out += kv_table(kv[gpu])
+        if gpu in ttft:
+            out += ttft_table(ttft[gpu])
         if gpu in ker:
             name, run = ker[gpu]
             out += kernel_table(name, run)

@@ -105,6 +105,8 @@ int run_latency_bench(LatencyArgs a) {
                : a.lat.weights == WeightFormat::kInt4 ? roofline::WeightDtype::kINT4
                                                       : roofline::WeightDtype::kBF16;
   if (a.lat.weights == WeightFormat::kInt4) sc.group_size = a.lat.group_size;
+  // fp8 decode steps of kFp8ActRowsMin rows or more run W8A8 (model/weights.h).
+  sc.w8a8 = a.lat.weights == WeightFormat::kFp8 && a.lat.batch >= kFp8ActRowsMin;
   sc.kv_dtype = a.lat.kv_dtype;
   const roofline::StepReport pred =
       roofline::predict_step(model.config, bench::gpu_ceilings(dev, ceil), sc);

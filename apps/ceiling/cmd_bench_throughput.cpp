@@ -104,6 +104,17 @@ int run_throughput_bench(const ThroughputArgs& a) {
     base.cuda_graphs = !a.engine.enforce_eager;
     base.tp = a.engine.tensor_parallel_size;
     base.kv_dtype = cuda->kv_dtype();  // an fp8 cache: half the K/V bytes a step reads
+    // The projections' format: fp8 steps of this workload (≥ kFp8ActRowsMin rows) run W8A8.
+    const WeightFormat wf = lm.model.weights.quant_format();
+    base.weights = wf == WeightFormat::kFp8    ? roofline::WeightDtype::kFP8
+                   : wf == WeightFormat::kInt4 ? roofline::WeightDtype::kINT4
+                                               : roofline::WeightDtype::kBF16;
+    base.w8a8 = wf == WeightFormat::kFp8;
+    if (wf == WeightFormat::kInt4) {
+      base.group_size = 0;
+      for (const QuantLinear& q : lm.model.weights.layers.at(0).quant)
+        if (q.quantized()) base.group_size = std::max(base.group_size, q.group_size);
+    }
     const roofline::ThroughputPrediction p =
         roofline::predict_throughput(mc, bench::gpu_ceilings(dev, ceil), tw, base);
     predicted = p.output_tokens_per_s;

@@ -1,5 +1,6 @@
 // The W8A8 path of fp8 projections (model/weights.h kFp8ActRowsMin): quantize_rows_fp8 against
-// the CPU's quantize_act_row_fp8 byte for byte, and quantize + cuBLASLt FP8 (outer-vector scales)
+// the CPU's quantize_act_row_fp8 byte for byte (and dequantize_rows_fp8, the fallback's way back,
+// against bf16(e4m3 · scale)), and quantize + cuBLASLt FP8 (outer-vector scales)
 // against CPU W8A8 at awkward sizes — rows just past the GEMV (17), odd M, N and K at the FP8
 // GEMM's multiple of 16, a bias, the residual add, an all-zero row. Also the dequantize + bf16
 // GEMM comparison path, and the cuBLASLt autotuner: a tuned plan still computes the product.
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "gpu_test_util.h"
 #include "kernels/cpu/ref.h"
 #include "kernels/cuda/gemm_lt.h"
@@ -42,13 +44,28 @@ TEST(GpuQuantizeRowsFp8, MatchesCpuBytes) {
       const auto xf = bench::to_f32(to_host(x.as<bf16>(), size_t(T) * K, s));
       const auto gq = to_host(q.as<uint8_t>(), size_t(T) * K, s);
       const auto gs = to_host(sc.as<float>(), size_t(T), s);
+      // The fallback's way back: bf16(e4m3 · scale), one rounding of the fp32 product.
+      DeviceBuffer back(size_t(T) * K * 2);
+      poison(back.get(), size_t(T) * K * 2, s);
+      ASSERT_TRUE(
+          cuda::dequantize_rows_fp8(q.as<uint8_t>(), sc.as<float>(), T, K, back.as<bf16>(), s)
+              .ok());
+      const auto gb = to_host(back.as<bf16>(), size_t(T) * K, s);
       std::vector<uint8_t> cq(K);
+      int back_mismatch = 0;
       for (int t = 0; t < T; ++t) {
         float cs = 0;
         quantize_act_row_fp8(xf.data() + size_t(t) * K, K, cq.data(), &cs);
         EXPECT_EQ(0, std::memcmp(&cs, &gs[t], 4)) << "row " << t << ": " << cs << " vs " << gs[t];
         EXPECT_EQ(0, std::memcmp(cq.data(), gq.data() + size_t(t) * K, K)) << "row " << t;
+        for (int k = 0; k < K; ++k) {
+          const uint16_t want = f32_to_bf16(e4m3_to_f32(cq[k]) * cs);
+          uint16_t got;
+          std::memcpy(&got, &gb[size_t(t) * K + k], 2);
+          back_mismatch += got != want;
+        }
       }
+      EXPECT_EQ(back_mismatch, 0) << "dequantize_rows_fp8 elements off bf16(e4m3 * scale)";
     }
   EXPECT_FALSE(cuda::quantize_rows_fp8(nullptr, 1, 12, nullptr, nullptr, s).ok());  // K % 8
 }

@@ -140,26 +140,29 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
   if (rows == 0) return;  // e.g. a prefill chunk that wants no logits
   const bf16* b = bias ? static_cast<const bf16*>(bias->data) : nullptr;
   const void* wd = w.w.data;
+  const bf16* xin = bf16_ptr(x, "linear input");
   if (w.quantized()) {
     CEILING_ENSURE(out_dtype == DType::kBF16, "CudaOps: quantized projections write bf16");
     if (rows <= kQuantGemvMaxM) {
       cuda::GemvFusion f;
       f.accumulate = accumulate;
-      cuda::gemv_fused_quant(f, bf16_ptr(x, "linear input"), w.w, b, static_cast<bf16*>(out), rows,
-                             w.N, w.K, stream_)
+      cuda::gemv_fused_quant(f, xin, w.w, b, static_cast<bf16*>(out), rows, w.N, w.K, stream_)
           .throw_if_error();
       return;
     }
-    if (w.w.format == cuda::GemvWeightFormat::kFP8 && fp8_gemm_) {
+    if (w.w.format == cuda::GemvWeightFormat::kFP8) {  // W8A8 (model/weights.h)
       CEILING_ENSURE(rows <= act_rows_, "CudaOps: W8A8 input of {} rows past the {} prepared", rows,
                      act_rows_);
-      cuda::quantize_rows_fp8(bf16_ptr(x, "linear input"), rows, w.K, act_q_, act_scale_, stream_)
-          .throw_if_error();
-      linear_->lt()
-          .run_fp8(act_q_, act_scale_, static_cast<const uint8_t*>(w.w.data), w.w.row_scale, b,
-                   static_cast<bf16*>(out), rows, w.N, w.K, stream_, accumulate)
-          .throw_if_error();
-      return;
+      cuda::quantize_rows_fp8(xin, rows, w.K, act_q_, act_scale_, stream_).throw_if_error();
+      if (fp8_gemm_) {
+        linear_->lt()
+            .run_fp8(act_q_, act_scale_, static_cast<const uint8_t*>(w.w.data), w.w.row_scale, b,
+                     static_cast<bf16*>(out), rows, w.N, w.K, stream_, accumulate)
+            .throw_if_error();
+        return;
+      }
+      cuda::dequantize_rows_fp8(act_q_, act_scale_, rows, w.K, act_bf16_, stream_).throw_if_error();
+      xin = act_bf16_;
     }
     cuda::dequantize_weights(w.w, w.N, w.K, static_cast<bf16*>(weights_.dequant_scratch.get()),
                              stream_)
@@ -167,8 +170,8 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
     wd = weights_.dequant_scratch.get();
   }
   linear_
-      ->run(bf16_ptr(x, "linear input"), static_cast<const bf16*>(wd), b, out, out_dtype, rows, w.N,
-            w.K, stream_, accumulate)
+      ->run(xin, static_cast<const bf16*>(wd), b, out, out_dtype, rows, w.N, w.K, stream_,
+            accumulate)
       .throw_if_error();
 }
 

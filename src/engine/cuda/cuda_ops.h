@@ -202,8 +202,10 @@ class CudaOps final : public Ops {
   static __nv_bfloat16* bf16_ptr(const TensorView& t, const char* what);
   // out = x · Wᵀ (+ bias) for `rows` rows of x: bf16 weights through cuda::Linear (GEMV or
   // cuBLASLt by the measured crossover); fp8 / int4 through the quantized GEMV up to
-  // kQuantGemvMaxM rows; above that fp8 runs W8A8 (x quantized per row, cuBLASLt FP8) and int4
-  // is dequantized into weights_.dequant_scratch for cuda::Linear.
+  // kQuantGemvMaxM rows; above that fp8 runs W8A8 (x quantized per row, cuBLASLt FP8; without
+  // cuBLASLt's FP8 kernels, x through E4M3 and back to bf16 and the dequantized weight in a bf16
+  // GEMM, the same product) and int4 is dequantized into weights_.dequant_scratch for
+  // cuda::Linear.
   void linear(const TensorView& x, const cuda_impl::DeviceLinear& w, const TensorView* bias,
               void* out, DType out_dtype, int rows, bool accumulate = false);
   // Whether `rows` of x through w take the GEMV, so a fused GEMV (norm or SiLU prologue, RoPE
@@ -239,6 +241,7 @@ class CudaOps final : public Ops {
   bool fp8_gemm_ = false;        // cuBLASLt has the FP8 outer-vector-scale kernels (upload probes)
   uint8_t* act_q_ = nullptr;     // [act_rows_, widest K] E4M3 (arena)
   float* act_scale_ = nullptr;   // [act_rows_]
+  __nv_bfloat16* act_bf16_ = nullptr;  // [act_rows_, widest K]: the fallback's (no fp8_gemm_)
   int act_rows_ = 0;
 
   // The current step (kIdle: none; ops that need no step metadata then run eagerly).

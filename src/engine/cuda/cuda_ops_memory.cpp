@@ -30,9 +30,9 @@ void CudaOps::probe_fp8_gemm() {
   fp8_gemm_ = st.ok();
   if (!fp8_gemm_)
     fmt::print(stderr,
-               "[cuda] fp8 projections of {} rows or more dequantize to bf16 instead of running "
-               "W8A8 ({}); the CPU reference's W8A8 rounding then differs from this GPU's\n",
-               kFp8ActRowsMin, st.message());
+               "[cuda] no cuBLASLt FP8 GEMM here ({}): fp8 projections of {} rows or more run "
+               "W8A8's product as bf16 GEMMs of dequantized operands (slower)\n",
+               st.message(), kFp8ActRowsMin);
 }
 
 TensorView CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {

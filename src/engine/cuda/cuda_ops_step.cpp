@@ -135,12 +135,14 @@ void CudaOps::ensure_qkv(int rows) {
 }
 
 void CudaOps::ensure_act_fp8(int rows) {
-  if (!fp8_gemm_ || rows < kFp8ActRowsMin || rows <= act_rows_) return;
+  if (!fp8_weights_ || rows < kFp8ActRowsMin || rows <= act_rows_) return;
   const int n = next_pow2(rows);
   const int64_t k = std::max({config_.hidden_size, config_.q_dim(), config_.intermediate_size});
   // The old buffers stay allocated (arena): graphs that captured them remain valid.
   act_q_ = static_cast<uint8_t*>(arena_.allocate(static_cast<size_t>(n) * k));
   act_scale_ = static_cast<float*>(arena_.allocate(static_cast<size_t>(n) * sizeof(float)));
+  if (!fp8_gemm_)  // the fallback's bf16 image of the W8A8 input
+    act_bf16_ = static_cast<__nv_bfloat16*>(arena_.allocate(static_cast<size_t>(n) * k * 2));
   act_rows_ = n;
   stats_.arena_bytes = arena_.bytes_reserved();
 }

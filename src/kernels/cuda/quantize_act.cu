@@ -51,7 +51,42 @@ __global__ void quantize_rows_fp8_kernel(const bf16* __restrict__ x, int K, uint
   }
 }
 
+// grid (T): out = bf16(e4m3(q) · scale[t]), 8 elements per thread step.
+__global__ void dequantize_rows_fp8_kernel(const uint8_t* __restrict__ q,
+                                           const float* __restrict__ scale, int K,
+                                           bf16* __restrict__ out) {
+  const int64_t t = blockIdx.x;
+  const float s = scale[t];
+  for (int c = threadIdx.x; c < K / 8; c += kThreads) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(q + t * K + c * 8);
+    float f[8];
+    detail::fp8x4_scaled(raw.x, f);  // e4m3 · 2^-120 (fp8.cuh): exact
+    detail::fp8x4_scaled(raw.y, f + 4);
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 p =
+          __floats2bfloat162_rn(f[2 * i] * 0x1p120f * s, f[2 * i + 1] * 0x1p120f * s);
+      __builtin_memcpy(&w[i], &p, 4);
+    }
+    *reinterpret_cast<uint4*>(out + t * K + c * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 }  // namespace
+
+Status dequantize_rows_fp8(const uint8_t* q, const float* scale, int T, int K, bf16* out,
+                           cudaStream_t stream) {
+  if (T < 0 || K < 8 || K % 8 != 0)
+    return Status::error("dequantize_rows_fp8: K = {} must be a positive multiple of 8 (T = {})", K,
+                         T);
+  if (reinterpret_cast<uintptr_t>(q) % 16 || reinterpret_cast<uintptr_t>(out) % 16)
+    return Status::error("dequantize_rows_fp8: q and out must be 16-byte aligned");
+  if (T == 0) return Status();
+  dequantize_rows_fp8_kernel<<<T, kThreads, 0, stream>>>(q, scale, K, out);
+  CEILING_CUDA_RETURN_LAST();
+  return Status();
+}
 
 Status quantize_rows_fp8(const bf16* x, int T, int K, uint8_t* q, float* scale,
                          cudaStream_t stream) {

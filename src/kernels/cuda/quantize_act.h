@@ -18,4 +18,10 @@ namespace ceiling::cuda {
 Status quantize_rows_fp8(const __nv_bfloat16* x, int T, int K, uint8_t* q, float* scale,
                          cudaStream_t stream);
 
+// The way back, for a GPU or cuBLASLt without the FP8 GEMM: out [T, K] bf16 = bf16(e4m3(q) ·
+// scale[t]) (one bf16 rounding of the W8A8 input, inside the bf16 noise the tests allow), so the
+// bf16 GEMM that follows computes W8A8's product. Same alignment rules.
+Status dequantize_rows_fp8(const uint8_t* q, const float* scale, int T, int K, __nv_bfloat16* out,
+                           cudaStream_t stream);
+
 }  // namespace ceiling::cuda
