@@ -19,15 +19,6 @@ source bench/gpu_run_common.sh
 phase=${PHASE:-1}
 preset=${PRESET:-llama-3.1-8b}
 
-make_model() {
-  shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-  models=${MODELS_DIR:-$([ "${shm_gb:-0}" -gt 24 ] && echo /dev/shm/ceiling-models || echo /tmp/ceiling-models)}
-  dir="$models/$preset"
-  [ -f "$dir/config.json" ] ||
-    run "make-test-model $preset in $models" 600 "$bin" make-test-model --preset "$preset" \
-      --out "$dir" --tokenizer-dir "$tok"
-}
-
 # "tag:flags" items separated by ';'; each runs `ceiling bench SUB --model DIR flags`.
 bench_each() {
   local sub=$1 list=$2 item tag flags
@@ -41,27 +32,18 @@ bench_each() {
 }
 
 if [ "$phase" = 1 ]; then
-  if [ "${SKIP_TESTS:-0}" != 1 ]; then
-    for t in linear_fp8 linear engine_cuda_parity engine_cuda_ops engine_batch; do
-      [ -x "$build/tests/gpu/gpu_$t" ] || continue
-      run "gpu_$t" 420 "$build/tests/gpu/gpu_$t" --gtest_brief=1
-    done
-  fi
-  if [ "${SKIP_KERNELS:-0}" != 1 ]; then
-    run "bench kernels: W8A8" 300 "$bin" bench kernels --filter '^linear_fp8' \
-      --out "$out/kernels-w8a8.json"
-    [ -f "$out/kernels-w8a8.json" ] &&
-      run "torch baselines" 300 python3 bench/torch_baseline.py --merge "$out/kernels-w8a8.json" \
-        --filter '^linear_fp8_w8a8 '
-  fi
-  [ "${SKIP_LATENCY:-0}" = 1 ] || make_model
+  [ "${SKIP_TESTS:-0}" = 1 ] ||
+    run_gpu_tests "linear_fp8 linear engine_cuda_parity engine_cuda_ops engine_batch"
+  [ "${SKIP_KERNELS:-0}" = 1 ] ||
+    kernels_with_baselines W8A8 "$out/kernels-w8a8.json" '^linear_fp8' '^linear_fp8_w8a8 '
+  [ "${SKIP_LATENCY:-0}" = 1 ] || make_model "$preset"
   [ "${SKIP_LATENCY:-0}" = 1 ] || bench_each latency "${LATENCY:-bf16-b64:--batch 64 --input-len 512 --output-len 256;\
 bf16-b64-untuned:--batch 64 --input-len 512 --output-len 256 --no-gemm-autotune;\
 fp8-b64:--batch 64 --input-len 512 --output-len 256 -q fp8;\
 bf16-b1-i8192:--batch 1 --input-len 8192 --output-len 16;\
 fp8-b1-i8192:--batch 1 --input-len 8192 --output-len 16 -q fp8}"
 else
-  make_model
+  make_model "$preset"
   bench_each throughput "${THROUGHPUT:-random-bf16:--device cuda --num-prompts 1000 --input-len 1024 --output-len 1024;\
 random-fp8-kvfp8:--device cuda --num-prompts 1000 --input-len 1024 --output-len 1024 -q fp8 --kv-cache-dtype fp8}"
 fi

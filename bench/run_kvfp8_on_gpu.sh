@@ -20,33 +20,21 @@ build=${2:-build/engine-dev}
 # shellcheck disable=SC1091
 source bench/gpu_run_common.sh
 
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  for t in ${TESTS:-attention_decode attention_prefill rope_kv gemv_quant engine_cuda_parity \
-    engine_cuda_ops engine_batch}; do
-    [ -x "$build/tests/gpu/gpu_$t" ] || continue
-    run "gpu_$t" 420 "$build/tests/gpu/gpu_$t" --gtest_brief=1
-  done
-fi
+[ "${SKIP_TESTS:-0}" = 1 ] ||
+  run_gpu_tests "${TESTS:-attention_decode attention_prefill rope_kv gemv_quant engine_cuda_parity \
+    engine_cuda_ops engine_batch}"
 
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
-  run "bench kernels: attention" 400 "$bin" bench kernels --filter '^attention_decode' \
-    --out "$out/kernels-attention.json"
-  [ -f "$out/kernels-attention.json" ] &&
-    run "torch baselines" 400 python3 bench/torch_baseline.py --merge "$out/kernels-attention.json" \
-      --filter '^attention_decode '
+  kernels_with_baselines attention "$out/kernels-attention.json" '^attention_decode' \
+    '^attention_decode '
   run "bench kernels: prefill over an fp8 cache" 300 "$bin" bench kernels \
     --filter '^attention_prefill .*Hkv=8 D=128 BS=16( kv=fp8| mma_sync|$)' \
     --out "$out/kernels-attention-prefill.json"
 fi
 
 preset=${PRESET:-llama-3.1-8b}
-shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-models=${MODELS_DIR:-$([ "${shm_gb:-0}" -gt 24 ] && echo /dev/shm/ceiling-models || echo /tmp/ceiling-models)}
-dir="$models/$preset"
 if [ "${SKIP_LATENCY:-0}" != 1 ] || [ "${THROUGHPUT:-0}" = 1 ]; then
-  [ -f "$dir/config.json" ] ||
-    run "make-test-model $preset in $models" 600 "$bin" make-test-model --preset "$preset" \
-      --out "$dir" --tokenizer-dir "$tok"
+  make_model "$preset"
 fi
 
 if [ "${SKIP_LATENCY:-0}" != 1 ]; then

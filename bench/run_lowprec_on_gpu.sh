@@ -15,29 +15,15 @@ build=${2:-build/engine-dev}
 # shellcheck disable=SC1091
 source bench/gpu_run_common.sh
 
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  for t in gemv_quant gemv_fused engine_cuda_parity engine_cuda_ops engine_batch; do
-    [ -x "$build/tests/gpu/gpu_$t" ] || continue
-    run "gpu_$t" 420 "$build/tests/gpu/gpu_$t" --gtest_brief=1
-  done
-fi
-
-if [ "${SKIP_KERNELS:-0}" != 1 ]; then
-  run "bench kernels: quantized GEMV" 400 "$bin" bench kernels --filter '^linear_gemv_quant' \
-    --out "$out/kernels-lowprec.json"
-  [ -f "$out/kernels-lowprec.json" ] &&
-    run "torch baselines" 400 python3 bench/torch_baseline.py --merge "$out/kernels-lowprec.json" \
-      --filter '^linear_gemv_quant '
-fi
+[ "${SKIP_TESTS:-0}" = 1 ] ||
+  run_gpu_tests "gemv_quant gemv_fused engine_cuda_parity engine_cuda_ops engine_batch"
+[ "${SKIP_KERNELS:-0}" = 1 ] ||
+  kernels_with_baselines "quantized GEMV" "$out/kernels-lowprec.json" '^linear_gemv_quant' \
+    '^linear_gemv_quant '
 
 if [ "${SKIP_LATENCY:-0}" != 1 ]; then
   preset=${PRESET:-llama-3.1-8b}
-  shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-  models=${MODELS_DIR:-$([ "${shm_gb:-0}" -gt 24 ] && echo /dev/shm/ceiling-models || echo /tmp/ceiling-models)}
-  dir="$models/$preset"
-  [ -f "$dir/config.json" ] ||
-    run "make-test-model $preset in $models" 600 "$bin" make-test-model --preset "$preset" \
-      --out "$dir" --tokenizer-dir "$tok"
+  make_model "$preset"
   for r in ${RUNS:-bf16:1 fp8:1 int4:1}; do
     w=${r%%:*} b=${r#*:}
     flag=()
