@@ -138,6 +138,7 @@ Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool f
   for (int i = 0; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
   p->tune_pending = tune && p->candidates.size() > 1;
+  if (tune && !p->tune_pending) p->tuned = true;  // one candidate: nothing to time
   if (fresh) plans_.emplace(key, std::move(fresh));
   return Status();
 }
