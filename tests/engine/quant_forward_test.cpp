@@ -46,7 +46,8 @@ struct Outputs {
   std::vector<int32_t> greedy;  // 8 tokens generated after it
 };
 
-Outputs run(const ModelConfig& c, const ModelWeights& w, bool fp8_kv = false) {
+Outputs run(const ModelConfig& c, const ModelWeights& w, bool fp8_kv = false,
+            const std::vector<int32_t>& prompt = kPrompt) {
   CpuOpsOptions o;
   o.n_threads = 2;
   o.fp8_kv_cache = fp8_kv;
@@ -57,7 +58,7 @@ Outputs run(const ModelConfig& c, const ModelWeights& w, bool fp8_kv = false) {
   const std::vector<int32_t> blocks = {0, 1, 2, 3};
   StepBatch s;
   s.max_blocks = 4;
-  append_sequence(s, kPrompt, 0, blocks, 8, false);
+  append_sequence(s, prompt, 0, blocks, 8, false);
   for (int t = 0; t < s.num_tokens(); ++t) s.logits_rows.push_back(t);
   TensorView l = f.run(s, kv);
   Outputs r;
@@ -70,7 +71,7 @@ Outputs run(const ModelConfig& c, const ModelWeights& w, bool fp8_kv = false) {
     r.greedy.push_back(next);
     StepBatch d;
     d.max_blocks = 4;
-    append_sequence(d, {next}, static_cast<int>(kPrompt.size()) + i, blocks, 8, true);
+    append_sequence(d, {next}, static_cast<int>(prompt.size()) + i, blocks, 8, true);
     l = f.run(d, kv);
     std::vector<float> row(static_cast<size_t>(V));
     ops.to_host(l, row.data());
@@ -127,6 +128,33 @@ TEST_P(QuantForward, QuantizedModelGeneratesWithinTheFormatsError) {
   const double err = rel_err(got.logits, ref.logits);
   EXPECT_GT(err, 0.0);  // the weights did change
   EXPECT_LE(err, expected_rel_error(f, c.num_layers)) << weight_format_name(f);
+}
+
+// W8A8 (model/weights.h kFp8ActRowsMin): a prompt of 16 tokens keeps the projections' inputs as
+// they are (bit for bit the dense model of the dequantized weights); one of 17 rounds them through
+// E4M3 per token, so it leaves that oracle — by no more than a second fp8 rounding adds to the
+// weights' own error against the bf16 model (the two add in quadrature).
+TEST(W8A8, CpuOpsRoundsTheInputsFrom17Rows) {
+  const ModelConfig c = config();
+  const auto model = make_random_model(c, DType::kBF16, 43);
+  ModelWeights q = model->weights;
+  WeightArena arena;
+  quantize_projections(q, WeightFormat::kFp8, 64, arena);
+  std::vector<std::vector<float>> store;
+  const ModelWeights oracle_w = dequantized(q, store);
+  for (int n : {kFp8ActRowsMin - 1, kFp8ActRowsMin}) {
+    std::vector<int32_t> prompt(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) prompt[i] = (7 * i + 3) % c.vocab_size;
+    const Outputs got = run(c, q, false, prompt), oracle = run(c, oracle_w, false, prompt);
+    const Outputs ref = run(c, model->weights, false, prompt);
+    if (n < kFp8ActRowsMin) {
+      EXPECT_EQ(got.logits, oracle.logits) << n << " rows: inputs must stay bf16";
+    } else {
+      EXPECT_NE(got.logits, oracle.logits) << n << " rows: inputs must go through E4M3";
+      EXPECT_LE(rel_err(got.logits, ref.logits),
+                std::sqrt(2.0) * expected_rel_error(WeightFormat::kFp8, c.num_layers));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantForward,

@@ -84,6 +84,42 @@ TEST(QuantizeOnLoad, Fp8WithinHalfAnUlp) {
   }
 }
 
+// W8A8's input side: a scale per row (its max / 448), the row's largest value at the E4M3
+// maximum, every value within half an ulp (or half the subnormal step) of x / scale, and an
+// all-zero row at scale 1 with zero codes.
+TEST(QuantizeActivations, PerRowScaleWithinHalfAnUlp) {
+  const int64_t K = 1000;
+  for (float range : {1e-3f, 1.0f, 3000.0f}) {
+    const auto raw = random_bf16(K, static_cast<uint32_t>(range * 7 + 1), range);
+    std::vector<float> x(static_cast<size_t>(K));
+    float amax = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      x[k] = bf16_to_f32(raw[k]);
+      amax = std::max(amax, std::fabs(x[k]));
+    }
+    std::vector<uint8_t> q(static_cast<size_t>(K));
+    float s = 0;
+    quantize_act_row_fp8(x.data(), K, q.data(), &s);
+    EXPECT_EQ(s, amax / kE4m3Max) << range;
+    bool at_max = false;
+    for (int64_t k = 0; k < K; ++k) {
+      const float back = e4m3_to_f32(q[k]) * s;
+      EXPECT_LE(
+          std::fabs(back - x[k]),
+          std::max(kFp8HalfUlpRel * std::fabs(x[k]), kFp8HalfSubnormal * s) * (1 + kFp32Slack))
+          << "range " << range << " k " << k;
+      at_max = at_max || std::fabs(e4m3_to_f32(q[k])) == kE4m3Max;
+    }
+    EXPECT_TRUE(at_max) << range;
+  }
+  std::vector<float> zero(64, 0.0f);
+  std::vector<uint8_t> q(64, 0xAB);
+  float s = 0;
+  quantize_act_row_fp8(zero.data(), 64, q.data(), &s);
+  EXPECT_EQ(s, 1.0f);
+  for (uint8_t v : q) EXPECT_EQ(v, 0);
+}
+
 TEST(QuantizeOnLoad, Int4WithinHalfAStep) {
   for (const Shape& s : kShapes)
     for (int G : {64, 128}) {
