@@ -19,6 +19,19 @@ THROUGHPUT = re.compile(r"^throughput-(?P<gpu>[a-z0-9]+)-(?P<date>\d{8})(?:r(?P<
 KERNELS = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})(?:r(?P<r>\d+))?(?P<x>[a-z]*)_(?P<gpu>[a-z0-9]+)_kernels\.json$")
 
 
+WEIGHTS_RANK = {"bf16": 0, "fp8": 1, "int4": 2}  # row order of the low-precision tables
+
+
+def tagged(latency, x):
+    """{(gpu, run order): [(name, run)]} of the latency runs whose tag letters are `x`."""
+    by_tag = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if m and m["x"] == x:
+            by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
+    return by_tag
+
+
 def run_order(m):
     return (m["date"].replace("-", ""), int(m["r"] or 0))
 
@@ -218,14 +231,13 @@ def latest_lowprec(latency):
         g = groups.setdefault((m["gpu"], run.get("batch", 1)), {})
         g.setdefault(run_order(m), []).append((name, run))
     out = {}
-    rank = {"bf16": 0, "fp8": 1, "int4": 2}
     for (gpu, _), by_order in sorted(groups.items()):
         tags = [o for o, runs in by_order.items() if any(r.get("weights", "bf16") != "bf16" for _, r in runs)]
         if not tags:
             continue
         runs = by_order[max(tags)]
         base = next((r for _, r in runs if r.get("weights", "bf16") == "bf16"), None)
-        rows = sorted(runs, key=lambda nr: rank.get(nr[1].get("weights"), 9))
+        rows = sorted(runs, key=lambda nr: WEIGHTS_RANK.get(nr[1].get("weights"), 9))
         out.setdefault(gpu, []).extend((n, r, base) for n, r in rows)
     return out
 
@@ -233,16 +245,10 @@ def latest_lowprec(latency):
 def latest_ttft(latency):
     """{gpu: [(name, run, bf16 run or None)]}: the newest `ttft` tag per GPU (the time to first
     token of a long prompt, bf16 weights against fp8 / int4)."""
-    by_tag = {}
-    for name, run in latency:
-        m = LATENCY.match(name)
-        if m and m["x"] == "ttft":
-            by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
     out = {}
-    rank = {"bf16": 0, "fp8": 1, "int4": 2}
-    for (gpu, _), runs in sorted(by_tag.items()):
+    for (gpu, _), runs in sorted(tagged(latency, "ttft").items()):
         base = {r.get("input_len"): r for _, r in runs if r.get("weights", "bf16") == "bf16"}
-        rows = sorted(runs, key=lambda nr: (nr[1].get("input_len"), rank.get(nr[1].get("weights"), 9)))
+        rows = sorted(runs, key=lambda nr: (nr[1].get("input_len"), WEIGHTS_RANK.get(nr[1].get("weights"), 9)))
         out[gpu] = [(n, r, base.get(r.get("input_len"))) for n, r in rows]
     return out
 
@@ -261,13 +267,8 @@ def ttft_table(rows):
 def latest_kv(latency):
     """{gpu: [(name, run, bf16-cache run of the same batch and input or None)]}: the newest `kv`
     tag per GPU (bf16 against fp8 KV cache)."""
-    by_tag = {}
-    for name, run in latency:
-        m = LATENCY.match(name)
-        if m and m["x"] == "kv":
-            by_tag.setdefault((m["gpu"], run_order(m)), []).append((name, run))
     out = {}
-    for (gpu, _), runs in sorted(by_tag.items()):
+    for (gpu, _), runs in sorted(tagged(latency, "kv").items()):
         key = lambda r: (r.get("batch"), r.get("input_len"))
         base = {key(r): r for _, r in runs if r.get("kv_cache_dtype", "bf16") == "bf16"}
         rows = sorted(runs, key=lambda nr: (key(nr[1]), nr[1].get("kv_cache_dtype", "bf16") != "bf16"))

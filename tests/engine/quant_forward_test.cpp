@@ -105,15 +105,24 @@ ModelWeights dequantized(const ModelWeights& q, std::vector<std::vector<float>>&
   return d;
 }
 
+// A model's weights with every projection quantized on load to `f` (int4 in groups of 64); the
+// arena holds the codes.
+struct Quantized {
+  WeightArena arena;
+  ModelWeights w;
+  Quantized(const ModelWeights& dense, WeightFormat f) : w(dense) {
+    quantize_projections(w, f, 64, arena);
+  }
+};
+
 class QuantForward : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(QuantForward, QuantizedModelGeneratesWithinTheFormatsError) {
   const WeightFormat f = GetParam();
   const ModelConfig c = config();
   const auto model = make_random_model(c, DType::kBF16, 42);
-  ModelWeights q = model->weights;
-  WeightArena arena;
-  quantize_projections(q, f, 64, arena);
+  const Quantized quant(model->weights, f);
+  const ModelWeights& q = quant.w;
   EXPECT_EQ(q.quant_format(), f);
 
   const Outputs ref = run(c, model->weights);
@@ -137,9 +146,8 @@ TEST_P(QuantForward, QuantizedModelGeneratesWithinTheFormatsError) {
 TEST(W8A8, CpuOpsRoundsTheInputsFrom17Rows) {
   const ModelConfig c = config();
   const auto model = make_random_model(c, DType::kBF16, 43);
-  ModelWeights q = model->weights;
-  WeightArena arena;
-  quantize_projections(q, WeightFormat::kFp8, 64, arena);
+  const Quantized quant(model->weights, WeightFormat::kFp8);
+  const ModelWeights& q = quant.w;
   std::vector<std::vector<float>> store;
   const ModelWeights oracle_w = dequantized(q, store);
   for (int n : {kFp8ActRowsMin - 1, kFp8ActRowsMin}) {
@@ -197,9 +205,8 @@ TEST(Fp8KvCache, StoresE4m3ValuesTimesTheScale) {
 TEST(Accuracy, ReferenceAgainstItselfAndAgainstFp8) {
   const ModelConfig c = config();
   const auto model = make_random_model(c, DType::kBF16, 44);
-  ModelWeights q = model->weights;
-  WeightArena arena;
-  quantize_projections(q, WeightFormat::kFp8, 64, arena);
+  const Quantized quant(model->weights, WeightFormat::kFp8);
+  const ModelWeights& q = quant.w;
   CpuOps a(CpuOpsOptions{1}), b(CpuOpsOptions{1}), d(CpuOpsOptions{1});
   a.upload(c, model->weights);
   b.upload(c, model->weights);

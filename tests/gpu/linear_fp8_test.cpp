@@ -123,9 +123,9 @@ TEST(GpuLtGemm, TunedPlanMatchesReference) {
   }
   ASSERT_EQ(lt.tune_log().size(), 1u);  // tuned once, at the first run
   const auto& t = lt.tune_log()[0];
-  EXPECT_GE(t.candidates, 1);
+  EXPECT_EQ(t.M, M);
+  EXPECT_GT(t.candidates, 1);  // a plan is tuned only when there is a choice
   EXPECT_GT(t.first_us, 0.0);
-  EXPECT_LE(t.best_us, t.first_us);
 }
 
 }  // namespace

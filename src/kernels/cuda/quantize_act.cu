@@ -73,15 +73,20 @@ __global__ void dequantize_rows_fp8_kernel(const uint8_t* __restrict__ q,
   }
 }
 
+// The launchers' shared rules: K a positive multiple of 8, both row arrays 16-byte aligned.
+Status check_rows(const char* op, int T, int K, const void* in, const void* out) {
+  if (T < 0 || K < 8 || K % 8 != 0)
+    return Status::error("{}: K = {} must be a positive multiple of 8 (T = {})", op, K, T);
+  if (reinterpret_cast<uintptr_t>(in) % 16 || reinterpret_cast<uintptr_t>(out) % 16)
+    return Status::error("{}: its input and output rows must be 16-byte aligned", op);
+  return Status();
+}
+
 }  // namespace
 
 Status dequantize_rows_fp8(const uint8_t* q, const float* scale, int T, int K, bf16* out,
                            cudaStream_t stream) {
-  if (T < 0 || K < 8 || K % 8 != 0)
-    return Status::error("dequantize_rows_fp8: K = {} must be a positive multiple of 8 (T = {})", K,
-                         T);
-  if (reinterpret_cast<uintptr_t>(q) % 16 || reinterpret_cast<uintptr_t>(out) % 16)
-    return Status::error("dequantize_rows_fp8: q and out must be 16-byte aligned");
+  CEILING_RETURN_IF_ERROR(check_rows("dequantize_rows_fp8", T, K, q, out));
   if (T == 0) return Status();
   dequantize_rows_fp8_kernel<<<T, kThreads, 0, stream>>>(q, scale, K, out);
   CEILING_CUDA_RETURN_LAST();
@@ -90,11 +95,7 @@ Status dequantize_rows_fp8(const uint8_t* q, const float* scale, int T, int K, b
 
 Status quantize_rows_fp8(const bf16* x, int T, int K, uint8_t* q, float* scale,
                          cudaStream_t stream) {
-  if (T < 0 || K < 8 || K % 8 != 0)
-    return Status::error("quantize_rows_fp8: K = {} must be a positive multiple of 8 (T = {})", K,
-                         T);
-  if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(q) % 16)
-    return Status::error("quantize_rows_fp8: x and q must be 16-byte aligned");
+  CEILING_RETURN_IF_ERROR(check_rows("quantize_rows_fp8", T, K, x, q));
   if (T == 0) return Status();
   quantize_rows_fp8_kernel<<<T, kThreads, 0, stream>>>(x, K, q, scale);
   CEILING_CUDA_RETURN_LAST();
