@@ -4,7 +4,7 @@ table per GPU model (the first GPU's table also serves GPUs without one).
 
 For every weight shape (N, K) timed both as linear_gemv and linear_cublaslt over a sweep of M, the
 crossover is the smallest measured M from which cuBLASLt beats the GEMV for that M and every
-larger measured M (65 = the GEMV won up to its limit of 64). cuBLASLt beats it when its slowest
+larger measured M (17 = the GEMV won up to its limit of 16). cuBLASLt beats it when its slowest
 run plus the epilogue margin is faster than the GEMV's fastest run: a difference inside the
 spread is noise (MEASURING.md), and in the engine's step the GEMV carries its epilogue (RoPE + KV
 write, SiLU-and-multiply) and PDL, so choosing cuBLASLt there adds the elementwise kernel the
@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-GEMV_MAX_M = 64
+GEMV_MAX_M = 16
 
 
 def crossovers(runs, margin_ms):

@@ -1,6 +1,6 @@
 // The fused GEMV (gemv_fused) vs the CPU reference of the ops it replaces (the benchmark case's
 // check): RMSNorm(r)·γ then the projection, the residual add into the output, and silu_mul of a
-// gate/up projection's output — M 1..64 (the RMS-norm input 1..16), N and K off the tiles (1, primes, K not a multiple of the
+// gate/up projection's output — M 1..16, N and K off the tiles (1, primes, K not a multiple of the
 // CTA's 128·8 elements), with and without bias. Inputs fresh per run, outputs NaN-poisoned (except
 // the accumulated residual, which holds random values the kernel must add to).
 #include "bench/cases/gemv_fused.h"
@@ -20,10 +20,9 @@ TEST(GpuGemvFused, MatchesUnfusedReference) {
   using In = cuda::GemvInput;
   for (In input : {In::kPlain, In::kRmsNorm})
     for (int out : {0, 1, 2})  // plain, accumulate, SiLU pairs (N even)
-      for (int M : {1, 2, 3, 5, 8, 11, 16, 17, 32, 45, 64})
+      for (int M : {1, 2, 3, 5, 8, 11, 16})
         for (int N : {1, 13, 1031})
           for (int K : {8, 24, 1000, 4104}) {
-            if (input == In::kRmsNorm && M > cuda::kGemvNormMaxM) continue;
             const int n = out == 2 ? 2 * N : N;
             expect_case_passes(*bench::make_gemv_fused_case(input, out == 1, out == 2, M, n, K,
                                                             (M + N + K) % 2 == 1),
@@ -34,12 +33,12 @@ TEST(GpuGemvFused, MatchesUnfusedReference) {
   expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, 1, 4096, 14336), s);
 }
 
-// RoPE + KV write epilogue: 1..64 tokens, head_dim 16 / 64 / 128, GQA groups 1..4, a prime
+// RoPE + KV write epilogue: 1..16 tokens, head_dim 16 / 64 / 128, GQA groups 1..4, a prime
 // hidden size that is a multiple of 8; padding rows (slot -1) must not be written.
 TEST(GpuGemvFused, RopeEpilogueMatchesUnfusedReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (int M : {1, 2, 5, 16, 27, 64})
+  for (int M : {1, 2, 5, 16})
     for (const auto& [Hq, Hkv, D] :
          {std::tuple{2, 2, 16}, std::tuple{4, 1, 64}, std::tuple{8, 2, 128}, std::tuple{3, 3, 64}})
       for (int H : {8, 1048}) expect_case_passes(*bench::make_gemv_rope_case(M, H, Hq, Hkv, D), s);
@@ -48,8 +47,6 @@ TEST(GpuGemvFused, RopeEpilogueMatchesUnfusedReference) {
   // and N = 6144 (16-row CTAs with 8 k slices).
   expect_case_passes(*bench::make_gemv_rope_case(9, 2048, 24, 4, 128), s);
   expect_case_passes(*bench::make_gemv_rope_case(5, 4096, 32, 8, 128), s);
-  expect_case_passes(*bench::make_gemv_rope_case(64, 4096, 32, 8, 128), s);
-  expect_case_passes(*bench::make_gemv_rope_case(40, 2048, 24, 4, 128), s);
 }
 
 // The tensor-core kernel's fused paths at each CTA shape (N ≤ 2048, ≤ 5120, above) with SiLU
@@ -59,11 +56,10 @@ TEST(GpuGemvFused, TensorCoreShapesSanitizerSubset) {
   Stream s;
   using In = cuda::GemvInput;
   for (int N : {1000, 5000, 6002})
-    for (int M : {3, 9, 20, 63}) {
-      const In in = M > cuda::kGemvNormMaxM ? In::kPlain : In::kRmsNorm;
-      expect_case_passes(*bench::make_gemv_fused_case(in, false, true, M, N, 520), s);
+    for (int M : {3, 9}) {
+      expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, true, M, N, 520), s);
       expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, M, N, 1048), s);
-      expect_case_passes(*bench::make_gemv_fused_case(in, false, false, M, N, 264), s);
+      expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, false, M, N, 264), s);
     }
   expect_case_passes(*bench::make_gemv_rope_case(7, 264, 8, 2, 64), s);
 }
@@ -72,10 +68,10 @@ TEST(GpuGemvFused, RejectsBadArguments) {
   CEILING_REQUIRE_GPU();
   DeviceBuffer b(4096);
   cuda::GemvFusion f;
-  Status st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 65, 8, 8,
-                               nullptr);
+  Status st =
+      cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 17, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("M 65"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("M 17"), std::string::npos) << st.message();
   st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 7, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("K 7"), std::string::npos) << st.message();
@@ -88,11 +84,6 @@ TEST(GpuGemvFused, RejectsBadArguments) {
   st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 1, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("eps"), std::string::npos) << st.message();
-  f.norm_weight = b.as<bf16>();  // the RMS-norm input past its 16 rows
-  f.eps = 1e-5f;
-  st = cuda::gemv_fused(f, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(), 17, 8, 8, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("M 17"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
-// GEMV, cuBLASLt and the dispatcher vs cpu::linear: M 1..64 (and beyond for cuBLASLt), N and K
+// GEMV, cuBLASLt and the dispatcher vs cpu::linear: M 1..16 (and beyond for cuBLASLt), N and K
 // off the tiles (primes, N not a multiple of the rows per CTA, K % 8 != 0 takes the scalar GEMV),
 // bias, f32 output, every built M = 1 configuration, and a PDL-launched chain in which each GEMV
 // reads its predecessor's output.
 #include "bench/cases/linear.h"
-
-#include <fmt/format.h>
 
 #include <cmath>
 #include <vector>
@@ -24,7 +22,7 @@ using bf16 = __nv_bfloat16;
 TEST(GpuGemv, MatchesReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (int M : {1, 2, 3, 5, 8, 11, 16, 17, 31, 40, 64})
+  for (int M : {1, 2, 3, 5, 8, 11, 16})
     for (int N : {1, 13, 257, 1031})
       for (int K : {8, 7, 24, 1003, 4096, 4104})
         for (bool bias : {false, true})
@@ -49,8 +47,7 @@ std::vector<cuda::GemvConfig> built_configs() {
 
 // Every built configuration of the tensor-core kernel (gemv_mma_with_config).
 std::vector<cuda::GemvConfig> built_mma_configs() {
-  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1},
-          {128, 16, 1}, {128, 32, 1}, {256, 32, 1}, {256, 64, 1}};
+  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
 }
 
 // N from below the grid (1, 13) to one or two rows per CTA (133, just above the SM count) and
@@ -84,22 +81,18 @@ TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
 }
 
 // Every built configuration of the tensor-core kernel (gemv_mma_with_config): M at and around the
-// 8-token tiles (2, 7, 8, 9, 16; 17, 33 and 64 at 4 and 8 tiles where built), N off the 16-row tiles (1, 13, 31, 1031) and several CTAs, K
+// 8-token tile (2, 7, 8, 9, 16), N off the 16-row tiles (1, 13, 31, 1031) and several CTAs, K
 // from one 16-byte piece to a short last 64-wide chunk (8, 24, 520) and many chunks per k slice.
 TEST(GpuGemv, MmaConfigsMatchReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (const auto& c : built_mma_configs()) {
-    for (int M : {2, 7, 8, 9, 16, 17, 33, 64}) {
-      if (!cuda::gemv_mma_m_ok(c, M)) continue;
+    for (int M : {2, 7, 8, 9, 16})
       for (int N : {1, 13, 31, 1031})
         for (int K : {8, 24, 520, 4104})
           expect_case_passes(
               *bench::make_gemv_config_case(c, N, K, (M + N) % 2 == 0, DType::kBF16, M), s);
-    }
     expect_case_passes(*bench::make_gemv_config_case(c, 4099, 14336, true, DType::kBF16, 16), s);
-    if (cuda::gemv_mma_m_ok(c, 64))
-      expect_case_passes(*bench::make_gemv_config_case(c, 4099, 14336, true, DType::kBF16, 64), s);
   }
 }
 
@@ -109,8 +102,7 @@ TEST(GpuGemv, MmaConfigsSanitizerSubset) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (const auto& c : built_mma_configs()) {
-    for (int M : {3, 12, 30, 57}) {
-      if (!cuda::gemv_mma_m_ok(c, M)) continue;
+    for (int M : {3, 12}) {
       expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true, DType::kBF16, M), s);
       expect_case_passes(*bench::make_gemv_config_case(c, 1031, 1048, false, DType::kBF16, M), s);
     }
@@ -119,15 +111,7 @@ TEST(GpuGemv, MmaConfigsSanitizerSubset) {
 
 TEST(GpuGemv, RejectsLargeM) {
   CEILING_REQUIRE_GPU();
-  Status st = cuda::gemv(nullptr, nullptr, nullptr, nullptr, DType::kBF16, cuda::kGemvMaxM + 1, 8,
-                         8, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find(fmt::format("M {}", cuda::kGemvMaxM + 1)), std::string::npos)
-      << st.message();
-  // A 512-thread configuration is built for two token tiles only.
-  DeviceBuffer b(1 << 16);
-  st = cuda::gemv_mma_with_config({512, 16, 1}, b.as<bf16>(), b.as<bf16>(), nullptr, b.as<bf16>(),
-                                  17, 8, 8, nullptr);
+  const Status st = cuda::gemv(nullptr, nullptr, nullptr, nullptr, DType::kBF16, 17, 8, 8, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("M 17"), std::string::npos) << st.message();
 }

@@ -118,7 +118,7 @@ namespace {
 // Rows of x up to which fp8 / int4 weights take the quantized GEMV (gemv_quant.h: the register
 // kernel at M = 1, the tensor-core kernel above); past the GEMV's limit they are dequantized to
 // bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call.
-constexpr int kQuantGemvMaxM = cuda::kGemvNormMaxM;
+constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
 static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
               "W8A8 starts where the quantized GEMV stops (model/weights.h)");
 

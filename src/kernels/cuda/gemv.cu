@@ -64,13 +64,7 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with kRowTiles 16-row tiles and kKSlices k slices per
-// CTA, kTiles 8-token tiles for the M rows: 1, 2, 4 or 8 (M ≤ 8, 16, 32, 64). Above 16 rows only
-// the plain input and CTAs of ≤ 256 threads are built: 4 and 8 tiles hold 16 and 32 accumulators
-// and 4–8 x pieces per lane, more than 512-thread CTAs' 128 registers, and the RMS-norm input
-// does not pay above one row (gemv_norm_input_pays).
-template <int kRowTiles, int kKSlices, int kUnroll>
-inline constexpr bool kMmaWide = 32 * kRowTiles * kKSlices <= 256 && kUnroll == 1;
-
+// CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
 template <int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn = GemvInput::kPlain,
           typename OutT>
 cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
@@ -82,25 +76,14 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
     return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
                               f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
   };
-  const auto by_m = [&](auto kernel_for_tiles) {
-    if (M <= 8) return go(kernel_for_tiles(std::integral_constant<int, 1>{}));
-    if (M <= 16) return go(kernel_for_tiles(std::integral_constant<int, 2>{}));
-    if constexpr (kIn == GemvInput::kPlain && kMmaWide<kRowTiles, kKSlices, kUnroll>) {
-      if (M <= 32) return go(kernel_for_tiles(std::integral_constant<int, 4>{}));
-      if (M <= 64) return go(kernel_for_tiles(std::integral_constant<int, 8>{}));
-    }
-    return cudaErrorInvalidValue;  // gemv_mma_m_ok said no
-  };
   using detail::gemv_mma_kernel;
   if constexpr (std::is_same_v<OutT, bf16>) {
     if (pairs)
-      return by_m([](auto t) {
-        return gemv_mma_kernel<decltype(t)::value, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>;
-      });
+      return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>)
+                    : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>);
   }
-  return by_m([](auto t) {
-    return gemv_mma_kernel<decltype(t)::value, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>;
-  });
+  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>)
+                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>);
 }
 
 // The one place that maps M to a kernel: the register kernel at M = 1, the tensor-core kernel
@@ -109,15 +92,9 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
 //   N ≤ 2048: 16 rows × 16 k slices (128 CTAs at N = 2048; 4.7 µs against 5.3–5.7 for the others);
 //   N ≤ 5120: 32 rows × 8 k slices (128 CTAs at N = 4096; 13.3 µs at 4096², 41.7 at 4096 × 14336);
 //   above:   16 rows × 8 k slices (896 CTAs at N = 14336; 42.3 µs against 45.5 for 16 × 16).
-//   M > 16 (4 or 8 token tiles, 256-thread CTAs at most): MEASURE
 template <GemvInput kIn = GemvInput::kPlain, typename OutT>
 cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N, int K,
                      cudaStream_t s, const GemvFusion& f = {}) {
-  if (M > 16) {
-    if (N <= 2048) return launch_mma<1, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
-    if (N <= 5120) return launch_mma<2, 4, 1, kIn>(x, w, bias, out, M, N, K, s, f);
-    return launch_mma<1, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
-  }
   if (M > 1) {
     if (N <= 2048) return launch_mma<1, 16, 1, kIn>(x, w, bias, out, M, N, K, s, f);
     if (N <= 5120) return launch_mma<2, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
@@ -151,14 +128,6 @@ bool dispatch_mma_config(const GemvConfig& c, const bf16* x, const bf16* w, cons
     *err = launch_mma<1, 8, 2>(x, w, bias, out, M, N, K, s);
   else if (is(512, 32, 1))
     *err = launch_mma<2, 8, 1>(x, w, bias, out, M, N, K, s);
-  else if (is(128, 16, 1))
-    *err = launch_mma<1, 4, 1>(x, w, bias, out, M, N, K, s);
-  else if (is(128, 32, 1))
-    *err = launch_mma<2, 2, 1>(x, w, bias, out, M, N, K, s);
-  else if (is(256, 32, 1))
-    *err = launch_mma<2, 4, 1>(x, w, bias, out, M, N, K, s);
-  else if (is(256, 64, 1))
-    *err = launch_mma<4, 2, 1>(x, w, bias, out, M, N, K, s);
   else
     return false;
   return true;
@@ -240,10 +209,6 @@ int gemv_ctas(int M, int N) {  // dispatch()'s grids (plain output)
   return static_cast<int>(detail::ceil_div(N, N > 2048 && N <= 5120 ? 32 : 16));
 }
 
-bool gemv_mma_m_ok(const GemvConfig& c, int M) {
-  return M <= 16 || (c.threads <= 256 && c.unroll == 1);
-}
-
 Status gemv_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w, const bf16* bias,
                         void* out, DType out_dtype, int N, int K, cudaStream_t stream) {
   if (N <= 0 || K <= 0) return Status::error("gemv_with_config: bad shape N {} K {}", N, K);
@@ -283,9 +248,6 @@ Status check_fused(const GemvFusion& f, const bf16* x, const bf16* w, int M, int
     return Status::error("gemv_fused: needs K % 8 == 0 and 16-byte aligned x, W (K {})", K);
   if (const std::string why = gemv_fusion_unsupported(f, N); !why.empty())
     return Status::error("gemv_fused: {}", why);
-  if (f.input == GemvInput::kRmsNorm && M > kGemvNormMaxM)
-    return Status::error("gemv_fused: the RMS-norm input is built for M ≤ {} (M {})", kGemvNormMaxM,
-                         M);
   return Status();
 }
 
@@ -313,9 +275,6 @@ Status gemv_mma_with_config(const GemvConfig& cfg, const bf16* x, const bf16* w,
     return Status::error(
         "gemv_mma_with_config: needs 2 ≤ M ≤ {}, K % 8 == 0, aligned x and W (M {} N {} K {})",
         kGemvMaxM, M, N, K);
-  if (!gemv_mma_m_ok(cfg, M))
-    return Status::error("gemv_mma_with_config: {} is built for M ≤ 16 (M {})",
-                         gemv_config_name(cfg), M);
   cudaError_t e = cudaSuccess;
   if (!dispatch_mma_config(cfg, x, w, bias, out, M, N, K, stream, &e))
     return Status::error("gemv_mma_with_config: {} not built", gemv_config_name(cfg));

@@ -1,5 +1,5 @@
 // Decode-shaped linear layer written by ceiling: a GEMV (M = 1, CUDA cores) / skinny GEMM (2 ≤ M ≤
-// 64, mma.sync tensor cores) streaming the weights once for all M rows (meaning: cpu::linear).
+// 16, mma.sync tensor cores) streaming the weights once for all M rows (meaning: cpu::linear).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,12 +13,10 @@
 
 namespace ceiling::cuda {
 
-inline constexpr int kGemvMaxM = 64;
-// The RMS-norm input (GemvInput::kRmsNorm) and quantized weights (gemv_quant.h) up to 16 rows.
-inline constexpr int kGemvNormMaxM = 16;
+inline constexpr int kGemvMaxM = 16;
 
 // out [M, N] = x [M, K] · W[N, K]^T (+ bias [N]); x, W, bias bf16 (W row-major, K contiguous),
-// fp32 accumulation, out bf16 or f32 (`out_dtype`). bias may be null. 1 ≤ M ≤ kGemvMaxM.
+// fp32 accumulation, out bf16 or f32 (`out_dtype`). bias may be null. 1 ≤ M ≤ 16.
 // Fast path: K % 8 == 0 and x, W 16-byte aligned (otherwise a slow scalar kernel runs).
 // Launched with programmatic dependent launch (kernels/cuda/pdl.cuh).
 Status gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* out,
@@ -55,7 +53,7 @@ struct GemvFusion {
   GemvRope rope;  // RoPE + KV write epilogue (excludes accumulate and silu_pairs)
 };
 // out [M, N] bf16 (N/2 columns with silu_pairs) = (x as `f.input` says) · W[N, K]^T (+ bias),
-// 1 ≤ M ≤ kGemvMaxM (kGemvNormMaxM with the RMS-norm input), fp32 accumulation, under PDL. Needs
+// 1 ≤ M ≤ 16, fp32 accumulation, the register kernel under PDL. Needs
 // gemv_fused_supported(K, x, W). With f.accumulate, out is read and written (each element by one
 // thread); silu_pairs excludes accumulate.
 Status gemv_fused(const GemvFusion& f, const __nv_bfloat16* x, const __nv_bfloat16* w,
@@ -92,12 +90,11 @@ Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __n
                         const __nv_bfloat16* bias, void* out, DType out_dtype, int N, int K,
                         cudaStream_t stream);
 
-// Benchmark only: the tensor-core kernel (2 ≤ M ≤ kGemvMaxM; gemv() and gemv_fused() take it for
-// every M > 1) with an explicit configuration: threads = 32 · (16-row tiles per CTA) · (k slices),
-// rows = 16 · tiles, unroll = 64-wide k chunks per stage and lane. Built: t512 r16 u1, t128 r16 u2,
-// t256 r16 u1, t256 r16 u2, t512 r32 u1, t128 r16 u1, t128 r32 u1, t256 r32 u1, t256 r64 u1; above
-// 16 rows only those of ≤ 256 threads and unroll 1 (gemv_mma_m_ok). bf16 out, plain input.
-bool gemv_mma_m_ok(const GemvConfig& cfg, int M);
+// Benchmark only: the tensor-core kernel (2 ≤ M ≤ 16; gemv() and gemv_fused() take it for every
+// M > 1) with an explicit configuration: threads = 32 · (16-row tiles per CTA) · (k slices), rows
+// = 16 · tiles, unroll = 64-wide k chunks per stage and lane. Built: t512 r16 u1, t128 r16 u2,
+// t256 r16 u1, t256 r16 u2, t512 r32 u1 (gemv() picks t512r16u1, t512r32u1 or t256r16u1 by N). bf16
+// out, plain input.
 Status gemv_mma_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
                             const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                             cudaStream_t stream);

@@ -1,5 +1,5 @@
-// The tensor-core skinny GEMM of gemv.cu and gemv_quant.cu (2 ≤ M ≤ 64, 8·kTiles tokens; include
-// from those and gemv_kernel.cuh only), generic over the weights' format (gemv_weights.cuh).
+// The tensor-core skinny GEMM of gemv.cu and gemv_quant.cu (2 ≤ M ≤ 16; include from those and
+// gemv_kernel.cuh only), generic over the weights' format (gemv_weights.cuh).
 //
 // Why tensor cores for a memory-bound op (H100, 4096 → 4096, M = 16): 33.6 MB of weights, a
 // ~10 µs floor at 3.3 TB/s. The register kernel spends per weight element one bf16 → fp32
@@ -303,14 +303,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
   }
 
   // Sum the k slices; the ks = 0 warps keep the totals. Σ x²: over the 4 lanes of a token, then
-  // over the slices (the row tiles of one slice read the same x: rt = 0 publishes). The partial
-  // sums pass through shared memory kRedSlots slices at a time (all of them where they fit the
-  // 48 KB of static shared memory; at 64 tokens a slice of two row tiles takes 32 KB).
-  constexpr int kSliceBytes = kRowTiles * kTiles * 4 * 32 * 4;
-  constexpr int kRedSlots =
-      kKSlices == 1 ? 1 : (kKSlices - 1) * kSliceBytes <= 40960 ? kKSlices - 1 : 40960 / kSliceBytes;
-  static_assert(kRedSlots >= 1, "one k slice's partial sums must fit in shared memory");
-  __shared__ float red[kRedSlots][kRowTiles][kTiles][4][32];
+  // over the slices (the row tiles of one slice read the same x: rt = 0 publishes).
+  __shared__ float red[kKSlices > 1 ? kKSlices - 1 : 1][kRowTiles][kTiles][4][32];
   __shared__ float ss_part[kKSlices][kTiles * 8];
   if constexpr (kNorm) {
 #pragma unroll
@@ -320,27 +314,20 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices, 1)
       if (rt == 0 && q == 0) ss_part[ks][t * 8 + g] = ss[t];
     }
   }
-  // Rounds of kRedSlots slices: every warp runs each round's barriers.
-  for (int base = 1; base < kKSlices; base += kRedSlots) {
-    if (ks >= base && ks < base + kRedSlots) {
+  if (ks > 0) {
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) red[ks - base][rt][t][i][lane] = acc[t][i];
-    }
-    __syncthreads();
-    if (ks == 0) {
-      const int n = min(kRedSlots, kKSlices - base);
-      for (int j = 0; j < n; ++j)
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[t][i] += red[j][rt][t][i][lane];
-    }
-    if (base + kRedSlots < kKSlices) __syncthreads();  // the next round reuses red
+      for (int i = 0; i < 4; ++i) red[ks - 1][rt][t][i][lane] = acc[t][i];
   }
-  if constexpr (kKSlices == 1 && kNorm) __syncthreads();
+  if constexpr (kKSlices > 1 || kNorm) __syncthreads();
   if (ks > 0) return;
+#pragma unroll
+  for (int j = 0; j + 1 < kKSlices; ++j)
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][i] += red[j][rt][t][i][lane];
 
   // Epilogue: lane (g, q) holds, per token tile t and i ∈ {0, 1}, token m = t·8 + 2q + i of row
   // g (acc[t][i]) and row g + 8 (acc[t][2 + i]).

@@ -158,9 +158,9 @@ std::string quant_unsupported(const GemvWeights& w, int N, int K) {
 
 // gemv_fused_quant's argument rules (the fusions' are gemv_fused's: gemv_fusion_unsupported).
 Status check_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w, int M, int N, int K) {
-  if (M < 1 || M > kGemvNormMaxM)
+  if (M < 1 || M > kGemvMaxM)
     return Status::error("gemv_fused_quant: M {} outside [1, {}] (dequantize for the GEMM)", M,
-                         kGemvNormMaxM);
+                         kGemvMaxM);
   if (const std::string why = quant_unsupported(w, N, K); !why.empty())
     return Status::error("gemv_fused_quant: {}", why);
   if (!detail::aligned16(x)) return Status::error("gemv_fused_quant: x is not 16-byte aligned");
