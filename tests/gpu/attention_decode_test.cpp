@@ -49,6 +49,20 @@ TEST(AttentionDecode, EveryBlockSize) {
     for (int d : {64, 128}) expect_matches_reference(decode({1, 255, 256, 257, 700}, 8, 2, d, bs));
 }
 
+// q read in place from a fused QKV output: rows (Hq + 2·Hkv)·D apart, the gaps NaN; with and
+// without splits, both head dims.
+TEST(AttentionDecode, StridedQRows) {
+  ATTN_REQUIRE_GPU();
+  for (int d : {64, 128}) {
+    AttentionSpec s = decode({1, 40, 333, 17, 700}, 8, 2, d, 16);
+    s.q_row_pad = 2 * 2 * d;
+    expect_matches_reference(s);
+    s.plan_min_split_tokens = 64;  // several splits per sequence: the merge reads q's scale only
+    s.plan_num_sms = 264;
+    expect_matches_reference(s);
+  }
+}
+
 TEST(AttentionDecode, ContiguousBlockTable) {
   ATTN_REQUIRE_GPU();
   AttentionSpec s = decode({77, 300}, 8, 2, 128, 16);
@@ -193,11 +207,20 @@ TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
   // A plan for an fp8 cache does not run on a bf16 one (the check precedes any device access).
   int dummy = 0;
   cuda::PagedKvDevice kv{&dummy, &dummy, 4, 16, 8, 128};
-  const Status st = cuda::run_decode_attention(plan, &dummy, kv, &dummy, &dummy, 1, 1.0f, &dummy,
-                                               &dummy, nullptr);
+  Status st = cuda::run_decode_attention(plan, &dummy, 32 * 128, kv, &dummy, &dummy, 1, 1.0f,
+                                         &dummy, &dummy, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("the cache is bf16 but the plan was made for fp8"), std::string::npos)
       << st.message();
+  // A q row stride below Hq·D, or not a multiple of 8 (16-byte rows), is refused.
+  kv.format = cuda::KvFormat::kFP8;
+  for (int64_t stride : {32 * 128 - 8, 32 * 128 + 4}) {
+    st = cuda::run_decode_attention(plan, &dummy, stride, kv, &dummy, &dummy, 1, 1.0f, &dummy,
+                                    &dummy, nullptr);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("q row stride " + std::to_string(stride)), std::string::npos)
+        << st.message();
+  }
 }
 
 TEST(AttentionDecode, RejectsUnsupportedShapes) {

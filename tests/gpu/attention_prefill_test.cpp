@@ -64,6 +64,16 @@ TEST_P(AttentionPrefill, LongContextsCycleStages) {
   check({513}, {1537}, 4, 4, 64, 32);               // head_dim 64 (4 stages)
 }
 
+// q read in place from a fused QKV output (rows (Hq + 2·Hkv)·D apart, the gaps NaN).
+TEST_P(AttentionPrefill, StridedQRows) {
+  for (int d : {64, 128}) {
+    AttentionSpec s = spec(false, {5, 130, 1, 64}, {5, 400, 1, 100}, 8, 2, d, 16);
+    s.kernel = GetParam();
+    s.q_row_pad = 2 * 2 * d;
+    expect_matches_reference(s);
+  }
+}
+
 TEST_P(AttentionPrefill, PeakySoftmax) {
   check({190, 33}, {190, 400}, 4, 2, 128, 16, 8.0f);
   check({190}, {190}, 4, 2, 64, 16, 8.0f);

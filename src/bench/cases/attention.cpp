@@ -105,7 +105,8 @@ class AttentionCase : public KernelCase {
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
   // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
   bool dispatched() const override {
-    return sp_.decode ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0
+    return sp_.decode ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 &&
+                            sp_.plan_stages == 0
                       : sp_.kernel == cuda::PrefillKernel::kAuto;
   }
   std::string shape() const override {
@@ -166,7 +167,7 @@ class AttentionCase : public KernelCase {
     sets_.clear();
     for (int i = 0; i < copies; ++i) sets_.push_back(std::make_unique<Set>());
     for (auto& st : sets_) {
-      st->q.alloc(q_elems() * 2);
+      st->q.alloc(static_cast<size_t>(T_) * q_stride() * 2);
       st->k.alloc(cache_elems() * kv_bytes());
       st->v.alloc(cache_elems() * kv_bytes());
       st->out.alloc(q_elems() * 2);
@@ -196,15 +197,16 @@ class AttentionCase : public KernelCase {
     kv.v_scale = sp_.v_scale;
     const float scale = 1.0f / std::sqrt(static_cast<float>(sp_.head_dim));
     if (sp_.decode)
-      return cuda::run_decode_attention(dplan_, st.q.p, kv, static_cast<int32_t*>(meta_lens_.p),
+      return cuda::run_decode_attention(dplan_, st.q.p, q_stride(), kv,
+                                        static_cast<int32_t*>(meta_lens_.p),
                                         static_cast<int32_t*>(meta_tables_.p), max_blocks_, scale,
                                         st.out.p, workspace_.p, stream);
     cuda::AttnBatchDevice b{
         static_cast<int>(sp_.seq_lens.size()), T_,
         static_cast<int32_t*>(meta_qs_.p),     static_cast<int32_t*>(meta_lens_.p),
         static_cast<int32_t*>(meta_tables_.p), max_blocks_};
-    return cuda::run_prefill_attention(pplan_, st.q.p, kv, b, scale, st.out.p, workspace_.p,
-                                       stream);
+    return cuda::run_prefill_attention(pplan_, st.q.p, q_stride(), kv, b, scale, st.out.p,
+                                       workspace_.p, stream);
   }
 
   CheckResult check(cudaStream_t stream) override {
@@ -240,6 +242,9 @@ class AttentionCase : public KernelCase {
     return roofline::prefill_ws_work(seqs, sp_.num_q_heads, sp_.head_dim);
   }
   size_t q_elems() const { return static_cast<size_t>(T_) * sp_.num_q_heads * sp_.head_dim; }
+  int64_t q_stride() const {
+    return static_cast<int64_t>(sp_.num_q_heads) * sp_.head_dim + sp_.q_row_pad;
+  }
   cuda::KvFormat kv_format() const {
     return sp_.fp8_kv ? cuda::KvFormat::kFP8 : cuda::KvFormat::kBF16;
   }
@@ -272,6 +277,7 @@ class AttentionCase : public KernelCase {
         sms = 132;  // no device here: plan as for an H100/H200 (the case is not run)
       }
       cuda::plan_decode_attention(sh, sms, &dplan_).throw_if_error();
+      if (sp_.plan_stages > 0) dplan_.stages = sp_.plan_stages;
     } else {
       cuda::PrefillShape sh{
           S,          T_,         sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size,
@@ -302,7 +308,11 @@ class AttentionCase : public KernelCase {
         poison_rows(tables_[s * max_blocks_ + last], len % sp_.block_size);
     }
     Set& st = *sets_[i];
-    CEILING_CUDA_CHECK(cudaMemcpy(st.q.p, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
+    const size_t row_bytes = static_cast<size_t>(sp_.num_q_heads) * sp_.head_dim * 2;
+    if (sp_.q_row_pad > 0)  // NaN between the rows
+      CEILING_CUDA_CHECK(cudaMemset(st.q.p, 0xff, static_cast<size_t>(T_) * q_stride() * 2));
+    CEILING_CUDA_CHECK(cudaMemcpy2D(st.q.p, q_stride() * 2, q.data(), row_bytes, row_bytes, T_,
+                                    cudaMemcpyHostToDevice));
     if (sp_.fp8_kv) {  // what the cache stores of those bf16 values; NaN stays NaN
       std::vector<float> fk(k.size()), fv(v.size());
       const float ik = 1.0f / sp_.k_scale, iv = 1.0f / sp_.v_scale;
@@ -482,6 +492,28 @@ void register_attention_cases(CaseList& out) {
     }
   out.push_back(make_attention_case(uniform(true, 8, 1, 8192, 32, 8, 128, 16)));
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
+  // The 8B's decode step at batch 64 and 128, context 640 (bench latency's 512 in / 256 out),
+  // plans bounded by 2048 as the engine's: 512 CTAs are ~1.9 waves of two per SM. The splits
+  // overrides (2 and 4 per sequence) are the comparison; q_pad reads q in place from the fused
+  // QKV output as the engine does.
+  for (int b : {64, 128}) {
+    AttentionSpec s = uniform(true, b, 1, 640, 32, 8, 128, 16);
+    s.plan_max_seq_len = 2048;
+    out.push_back(make_attention_case(s));
+    if (b != 64) continue;
+    s.q_row_pad = 2 * 8 * 128;
+    s.label = "q_pad";
+    out.push_back(make_attention_case(s));
+    s.q_row_pad = 0;
+    s.plan_stages = 3;  // two CTAs an SM, as the default plan's
+    for (auto [sms, min_split] : {std::pair{1024, 256}, {2048, 128}, {4096, 128}}) {
+      s.plan_num_sms = sms;
+      s.plan_min_split_tokens = min_split;
+      s.label = "plan_sms=" + std::to_string(sms) + " min_split=" + std::to_string(min_split) +
+                " stages=3";
+      out.push_back(make_attention_case(s));
+    }
+  }
   // fp8 (E4M3) cache, per-tensor scales: the #16 target B=32 ctx 4096 GQA 32/8 d 128 (≥ 85 % of
   // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=1 ctx 32768 (splits), and a batch of
   // 64 at ctx 1024 (two CTAs an SM). Prefill reads an fp8 cache with the mma.sync kernel only:

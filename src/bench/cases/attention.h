@@ -26,7 +26,11 @@ struct AttentionSpec {
   int plan_max_seq_len = 0;       // decode plan bound; 0 = max(seq_lens)
   int plan_num_sms = 0;           // decode plan SM count; 0 = the device's
   int plan_min_split_tokens = 0;  // decode plan's shortest split; 0 = the library's
+  int plan_stages = 0;            // decode plan's pipeline depth (3 or 4); 0 = the library's
   int check_tokens = 0;           // query tokens compared in check(); 0 = all
+  // q rows Hq·D + q_row_pad elements apart (a multiple of 8; the pad is NaN), as the q columns of
+  // a fused QKV output are.
+  int q_row_pad = 0;
   std::string label;              // shape label suffix for the result JSON
   // An fp8 (E4M3) cache with these per-tensor scales (kernels/cuda/kv_format.h): the bf16 values
   // drawn for K and V are stored as e4m3(x · (1 / scale)), and the reference reads them back.

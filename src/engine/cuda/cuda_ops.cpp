@@ -439,14 +439,16 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
   const int rows = begin_op(kAttn, l, {q.data, out.data}, true, q, kTokens, true);
   check_rows(out, kTokens, "attention output");
   check_step_kv(kv, l);
-  // One token's q is contiguous inside qkv_: read it there. Several tokens' q rows are strided
-  // there, and the attention launchers take a contiguous q: split first.
-  const bool fusedq = pending_.valid && pending_.q == q.data && pending_.rows == 1;
+  // q is read in place from the fused QKV output (its rows q_dim + 2·kv_dim apart); only the
+  // fallback kernel for other head dims needs contiguous rows (a split first).
+  const bool fusedq = pending_.valid && pending_.q == q.data &&
+                      (pending_.rows == 1 || !fallback_attention_);
   if (!fusedq) touch_qkv({q.data, out.data});
   if (!launching()) return;
   const ModelConfig& c = config_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const bf16* qp = fusedq ? qkv_ : bf16_ptr(q, "q");
+  const int64_t q_stride = fusedq ? c.q_dim() + 2 * c.kv_dim() : c.q_dim();
   bf16* op = bf16_ptr(out, "attention output");
   if (fallback_attention_) {
     cuda_impl::FallbackAttnArgs a;
@@ -477,7 +479,7 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
     pk.v_scale = weights_.views.layers[l].v_scale;
   }
   if (decode_) {
-    cuda::run_decode_attention(decode_plan_, qp, pk, dev<int32_t>(meta_.seq_lens),
+    cuda::run_decode_attention(decode_plan_, qp, q_stride, pk, dev<int32_t>(meta_.seq_lens),
                                dev<int32_t>(meta_.tables), meta_.mb_cap, scale, op, attn_ws_,
                                stream_)
         .throw_if_error();
@@ -488,7 +490,7 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
                                   dev<int32_t>(meta_.seq_lens),
                                   dev<int32_t>(meta_.tables),
                                   meta_.mb_cap};
-    cuda::run_prefill_attention(prefill_plan_, qp, pk, b, scale, op, attn_ws_, stream_)
+    cuda::run_prefill_attention(prefill_plan_, qp, q_stride, pk, b, scale, op, attn_ws_, stream_)
         .throw_if_error();
   }
 }

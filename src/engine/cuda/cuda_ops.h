@@ -183,8 +183,9 @@ class CudaOps final : public Ops {
   }
 
   // The fused QKV output stays in qkv_ after qkv_proj ("pending"): qk_norm, rope_kv_write and
-  // (for a single token) attention read it there, so batch-1 decode needs no split kernel. The
-  // q/k/v views get their values (split_qkv) as soon as anything else reads or writes them —
+  // attention (q rows (Q + 2·KV) apart; the fallback kernel for a single token only) read it
+  // there, so a step runs no split kernel. The q/k/v views get their values (split_qkv) as soon
+  // as anything else reads or writes them —
   // another op, to_host/from_host, or the next qkv_proj into other views — so the Ops contract
   // holds for every caller that goes through the Ops.
   struct PendingQkv {

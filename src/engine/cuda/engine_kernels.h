@@ -1,11 +1,12 @@
-// The CUDA backend's own small kernels: weight conversion at upload, and (TEMPORARY, until the
-// kernel library covers them) the QKV split and fallbacks for shapes the library's launchers do
-// not support yet. Raw pointers + stream in, ceiling::Status out, like src/kernels/cuda/.
+// The CUDA backend's own small kernels: weight conversion at upload, the QKV split, and
+// (TEMPORARY, until the kernel library covers them) fallbacks for shapes the library's launchers
+// do not support yet. Raw pointers + stream in, ceiling::Status out, like src/kernels/cuda/.
+//
+//  * split_qkv: the fused QKV projection writes [T, Q + 2·KV]; the Ops contract hands out q, k, v
+//    as separate views. The attention launchers read q in place (a row stride), so a step splits
+//    only where a caller reads those views itself, or before the fallback attention kernel.
 //
 // Temporary pieces and what would retire them (see the CudaOps report):
-//  * split_qkv: the fused QKV projection writes [T, Q + 2·KV]; the Ops contract and the attention
-//    launchers want q [T, Q] contiguous. Retired by a q row stride in the attention launchers (or
-//    a fused-qkv Ops contract).
 //  * fallback_rope_kv_write: cuda::rope_kv_write needs head_dim % 16 == 0 (stories260K has 8).
 //  * fallback_attention: cuda::*_attention supports head_dim 64/128 and block sizes 16..256 only
 //    (the tiny test presets have head_dim 16 and 32).

@@ -60,7 +60,7 @@ constexpr int split_slots_per_sm(KvFormat f) {
 constexpr int kMinSplitTokens = 256;
 
 struct DecodeParams {
-  const __nv_bfloat16* q;  // [S, Hq, D]
+  const __nv_bfloat16* q;  // [S, Hq, D], rows q_stride elements apart
   const void* k;           // [num_blocks, Hkv, BS, D] bf16, or E4M3 bytes (fp8 cache)
   const void* v;
   __nv_bfloat16* out;           // [S, Hq, D]
@@ -69,6 +69,7 @@ struct DecodeParams {
   float* part_o;                // [S, Hq, max_splits, D]
   float* part_lse;              // [S, Hq, max_splits]
   int* counters;                // [S, Hkv × q_chunks] splits finished; zero between runs
+  int64_t q_stride;
   int max_blocks, num_blocks, hq, hkv, group, q_chunks, min_split, max_splits;
   float scale_log2;  // softmax scale · log2(e) (· k_scale for an fp8 cache)
   float out_scale;   // 1 (v_scale for an fp8 cache)
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   const int g = lane / 4, t = lane % 4;
   uint32_t qf[D / 16][4];
   {
-    const __nv_bfloat16* qb = p.q + (static_cast<int64_t>(s) * p.hq + head0) * D;
+    const __nv_bfloat16* qb = p.q + s * p.q_stride + head0 * D;
     const bool r0 = g < rows, r1 = g + 8 < rows;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -453,7 +454,8 @@ Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan) {
   return plan_decode_attention(shape, sms, plan);
 }
 
-Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKvDevice& kv,
+Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_stride,
+                            const PagedKvDevice& kv,
                             const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
                             float scale, void* out, void* workspace, cudaStream_t stream) {
   const DecodeShape& sh = plan.shape;
@@ -471,11 +473,16 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, const PagedKv
   if (max_blocks < 1 || kv.num_blocks < 1)
     return Status::error("decode attention: max_blocks {} / num_blocks {} < 1", max_blocks,
                          kv.num_blocks);
+  if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
+    return Status::error("decode attention: q row stride {} is below Hq·D = {} or not a multiple "
+                         "of 8",
+                         q_stride, sh.num_q_heads * sh.head_dim);
   if (plan.workspace_bytes > 0 && !workspace)
     return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
 
   DecodeParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);
+  p.q_stride = q_stride;
   p.k = kv.k;
   p.v = kv.v;
   p.out = static_cast<__nv_bfloat16*>(out);

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) prefill_mma_kernel(const Prefi
     const int row = c / kChunks, ch = c % kChunks, i = tile.i0 + row;
     const bool ok = i < tile.q_len;
     const __nv_bfloat16* src =
-        p.q + (static_cast<int64_t>(tile.q0 + (ok ? i : 0)) * p.hq + h) * D + ch * 8;
+        p.q + static_cast<int64_t>(tile.q0 + (ok ? i : 0)) * p.q_stride + h * D + ch * 8;
     cp_async16(sq + swz<D>(row, ch), src, ok);
   }
   cp_async_commit();
@@ -296,7 +296,8 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   return Status::ok_status();
 }
 
-Status run_prefill_attention(const PrefillPlan& plan, const void* q, const PagedKvDevice& kv,
+Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_stride,
+                             const PagedKvDevice& kv,
                              const AttnBatchDevice& batch, float scale, void* out,
                              void* /*workspace*/, cudaStream_t stream) {
   const PrefillShape& sh = plan.shape;
@@ -317,10 +318,15 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, const Paged
   if (batch.max_blocks < 1 || kv.num_blocks < 1)
     return Status::error("prefill attention: max_blocks {} / num_blocks {} < 1", batch.max_blocks,
                          kv.num_blocks);
+  if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
+    return Status::error("prefill attention: q row stride {} is below Hq·D = {} or not a "
+                         "multiple of 8",
+                         q_stride, sh.num_q_heads * sh.head_dim);
   if (sh.num_tokens == 0) return Status::ok_status();
 
   PrefillParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);
+  p.q_stride = q_stride;
   p.k = static_cast<const __nv_bfloat16*>(kv.k);
   p.v = static_cast<const __nv_bfloat16*>(kv.v);
   p.out = static_cast<__nv_bfloat16*>(out);

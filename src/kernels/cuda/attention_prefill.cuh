@@ -11,13 +11,14 @@
 namespace ceiling::cuda::attn {
 
 struct PrefillParams {
-  const __nv_bfloat16* q;  // [T, Hq, D]
+  const __nv_bfloat16* q;  // [T, Hq, D], rows q_stride elements apart
   const __nv_bfloat16* k;  // [num_blocks, Hkv, BS, D] (an fp8 cache: E4M3 bytes, mma.sync only)
   const __nv_bfloat16* v;
   __nv_bfloat16* out;           // [T, Hq, D]
   const int32_t* query_start;   // [S+1]
   const int32_t* seq_lens;      // [S]
   const int32_t* block_tables;  // [S, max_blocks]
+  int64_t q_stride;
   int num_seqs, max_blocks, num_blocks, hq, hkv, group;
   float scale_log2;        // softmax scale · log2(e) (· k_scale for an fp8 cache)
   float out_scale = 1.0f;  // 1 (v_scale for an fp8 cache)

@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row = cw * 64 + c / kChunks, ch = c % kChunks, i = tile.i0 + row;
     const bool ok = i < tile.q_len;
     const __nv_bfloat16* src =
-        p.q + (static_cast<int64_t>(tile.q0 + (ok ? i : 0)) * p.hq + h) * D + ch * 8;
+        p.q + static_cast<int64_t>(tile.q0 + (ok ? i : 0)) * p.q_stride + h * D + ch * 8;
     cp_async16(sq + sw128(kBM, row, ch), src, ok);
   }
   cp_async_commit();
