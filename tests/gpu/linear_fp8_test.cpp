@@ -14,6 +14,8 @@
 #include "kernels/cpu/ref.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/quantize_act.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/silu_mul.h"
 #include "model/quantize.h"
 
 namespace ceiling {
@@ -70,6 +72,75 @@ TEST(GpuQuantizeRowsFp8, MatchesCpuBytes) {
   EXPECT_FALSE(cuda::quantize_rows_fp8(nullptr, 1, 12, nullptr, nullptr, s).ok());  // K % 8
 }
 
+// rms_norm_fp8 and silu_mul_fp8 (the W8A8 input quantized in the producer's kernel) against the
+// unfused pair — rms_norm or silu_mul, then quantize_rows_fp8 of its output — byte for byte: the
+// bf16 output, the E4M3 image and the scales; rows of very different ranges, an all-zero row, H
+// and I from one 8-element chunk to the 8B's sizes and past the one-pass limits.
+TEST(GpuQuantizeRowsFp8, FusedNormAndSiluMatchUnfused) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  const auto expect_same = [&](const DeviceBuffer& a, const DeviceBuffer& b, size_t n,
+                               const std::string& what) {
+    const auto ha = to_host(a.as<uint8_t>(), n, s), hb = to_host(b.as<uint8_t>(), n, s);
+    EXPECT_EQ(0, std::memcmp(ha.data(), hb.data(), n)) << what;
+  };
+  for (int H : {8, 264, 4096, 9000, 14336})
+    for (int T : {1, 17, 70}) {
+      const uint64_t seed = fresh_seed();
+      const std::string tag =
+          "T " + std::to_string(T) + " H " + std::to_string(H) + " seed " + std::to_string(seed);
+      const size_t n = size_t(T) * H;
+      // rms_norm: x [T, H] with one tiny-range and one zero row, γ of both signs.
+      DeviceBuffer x(n * 2), gamma(size_t(H) * 2), h0(n * 2), h1(n * 2), q0(n), q1(n), s0(T * 4),
+          s1(T * 4);
+      fill_uniform(x.as<bf16>(), n, seed, -40.0f, 40.0f, s);
+      fill_uniform(gamma.as<bf16>(), H, seed + 1, -2.0f, 2.0f, s);
+      if (T > 2) {
+        fill_uniform(x.as<bf16>() + H, H, seed + 2, -1e-3f, 1e-3f, s);
+        CEILING_CUDA_CHECK(cudaMemsetAsync(x.as<bf16>() + size_t(2) * H, 0, size_t(H) * 2, s));
+      }
+      for (DeviceBuffer* b : {&h0, &h1, &q0, &q1, &s0, &s1}) poison(b->get(), b->bytes(), s);
+      ASSERT_TRUE(
+          cuda::rms_norm(x.as<bf16>(), nullptr, gamma.as<bf16>(), T, H, 1e-5f, h0.as<bf16>(), s)
+              .ok());
+      ASSERT_TRUE(
+          cuda::quantize_rows_fp8(h0.as<bf16>(), T, H, q0.as<uint8_t>(), s0.as<float>(), s).ok());
+      ASSERT_TRUE(cuda::rms_norm_fp8(x.as<bf16>(), nullptr, gamma.as<bf16>(), T, H, 1e-5f,
+                                     h1.as<bf16>(), q1.as<uint8_t>(), s1.as<float>(), s)
+                      .ok())
+          << tag;
+      expect_same(h0, h1, n * 2, "rms_norm output, " + tag);
+      expect_same(q0, q1, n, "rms_norm E4M3 image, " + tag);
+      expect_same(s0, s1, size_t(T) * 4, "rms_norm scales, " + tag);
+      // silu_mul: gate_up [T, 2H] (I = H), the same rows of tiny range and zeros.
+      DeviceBuffer gu(2 * n * 2);
+      fill_uniform(gu.as<bf16>(), 2 * n, seed + 3, -8.0f, 8.0f, s);
+      if (T > 2) {
+        fill_uniform(gu.as<bf16>() + 2 * size_t(H), 2 * size_t(H), seed + 4, -1e-2f, 1e-2f, s);
+        CEILING_CUDA_CHECK(cudaMemsetAsync(gu.as<bf16>() + 4 * size_t(H), 0, size_t(H) * 2, s));
+      }
+      for (DeviceBuffer* b : {&h0, &h1, &q0, &q1, &s0, &s1}) poison(b->get(), b->bytes(), s);
+      ASSERT_TRUE(cuda::silu_mul(gu.as<bf16>(), T, H, h0.as<bf16>(), s).ok());
+      ASSERT_TRUE(
+          cuda::quantize_rows_fp8(h0.as<bf16>(), T, H, q0.as<uint8_t>(), s0.as<float>(), s).ok());
+      ASSERT_TRUE(cuda::silu_mul_fp8(gu.as<bf16>(), T, H, h1.as<bf16>(), q1.as<uint8_t>(),
+                                     s1.as<float>(), s)
+                      .ok())
+          << tag;
+      expect_same(h0, h1, n * 2, "silu_mul output, " + tag);
+      expect_same(q0, q1, n, "silu_mul E4M3 image, " + tag);
+      expect_same(s0, s1, size_t(T) * 4, "silu_mul scales, " + tag);
+    }
+  DeviceBuffer b(1 << 12);
+  const Status st = cuda::rms_norm_fp8(b.as<bf16>(), nullptr, b.as<bf16>(), 1, 12, 1e-5f,
+                                       b.as<bf16>(), b.as<uint8_t>(), b.as<float>(), s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("H 12"), std::string::npos) << st.message();
+  EXPECT_FALSE(
+      cuda::silu_mul_fp8(b.as<bf16>(), 1, 12, b.as<bf16>(), b.as<uint8_t>(), b.as<float>(), s)
+          .ok());
+}
+
 TEST(GpuLinearFp8, W8A8MatchesCpu) {
   CEILING_REQUIRE_GPU();
   Stream s;
@@ -81,6 +152,9 @@ TEST(GpuLinearFp8, W8A8MatchesCpu) {
           auto c = bench::make_linear_fp8_case(true, M, N, K, bias, residual);
           expect_case_passes(*c, s);
         }
+  // Fast accumulation is the default; the precise plans (fp32 promotion) compute the same.
+  for (int M : {17, 257})
+    expect_case_passes(*bench::make_linear_fp8_case(true, M, 1040, 4112, false, true, true), s);
 }
 
 TEST(GpuLinearFp8, DequantizePathMatchesCpu) {

@@ -105,9 +105,9 @@ class AttentionCase : public KernelCase {
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
   // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
   bool dispatched() const override {
-    return sp_.decode ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 &&
-                            sp_.plan_stages == 0
-                      : sp_.kernel == cuda::PrefillKernel::kAuto;
+    return sp_.decode
+               ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 && sp_.plan_stages == 0
+               : sp_.kernel == cuda::PrefillKernel::kAuto;
   }
   std::string shape() const override {
     std::string s = "S=" + std::to_string(sp_.seq_lens.size()) + " q=" + range_str(sp_.q_lens) +

@@ -31,7 +31,7 @@ struct AttentionSpec {
   // q rows Hq·D + q_row_pad elements apart (a multiple of 8; the pad is NaN), as the q columns of
   // a fused QKV output are.
   int q_row_pad = 0;
-  std::string label;              // shape label suffix for the result JSON
+  std::string label;  // shape label suffix for the result JSON
   // An fp8 (E4M3) cache with these per-tensor scales (kernels/cuda/kv_format.h): the bf16 values
   // drawn for K and V are stored as e4m3(x · (1 / scale)), and the reference reads them back.
   bool fp8_kv = false;

@@ -21,20 +21,29 @@ using WFmt = cuda::GemvWeightFormat;
 
 class LinearFp8Case : public CaseBase {
  public:
-  LinearFp8Case(bool w8a8, int M, int N, int K, bool bias, bool accumulate)
-      : w8a8_(w8a8), M_(M), N_(N), K_(K), bias_(bias), acc_(accumulate) {}
+  LinearFp8Case(bool w8a8, int M, int N, int K, bool bias, bool accumulate, bool precise)
+      : w8a8_(w8a8), M_(M), N_(N), K_(K), bias_(bias), acc_(accumulate), precise_(precise) {
+    lt_.set_fp8_fast_accum(!precise);
+  }
   std::string op() const override { return w8a8_ ? "linear_fp8_w8a8" : "linear_fp8_dequant"; }
-  bool dispatched() const override { return w8a8_; }  // the engine runs W8A8 from 17 rows
+  // The engine runs W8A8 from 17 rows, with fast accumulation.
+  bool dispatched() const override { return w8a8_ && !precise_; }
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
     if (bias_) s += " bias";
     if (acc_) s += " residual";
+    if (precise_) s += " precise_accum";
     return s;
   }
   std::string dtype() const override { return "fp8"; }
   nlohmann::json params() const override {
-    return {{"M", M_},       {"N", N_},          {"K", K_},
-            {"bias", bias_}, {"residual", acc_}, {"weights", "fp8"}};
+    return {{"M", M_},
+            {"N", N_},
+            {"K", K_},
+            {"bias", bias_},
+            {"residual", acc_},
+            {"weights", "fp8"},
+            {"fast_accum", w8a8_ && !precise_}};
   }
   // torch: per-token dynamic quantization of x, then torch._scaled_mm with row-wise scales.
   std::string baseline_name() const override { return w8a8_ ? "torch._scaled_mm" : ""; }
@@ -150,7 +159,7 @@ class LinearFp8Case : public CaseBase {
  private:
   bool w8a8_;
   int M_, N_, K_;
-  bool bias_, acc_;
+  bool bias_, acc_, precise_;
   QuantWeightPool wq_;
   Pool<bf16> x_, b_, out_;
   DeviceBuffer xq_, xs_, wimg_;
@@ -160,8 +169,8 @@ class LinearFp8Case : public CaseBase {
 }  // namespace
 
 std::unique_ptr<KernelCase> make_linear_fp8_case(bool w8a8, int M, int N, int K, bool bias,
-                                                 bool accumulate) {
-  return std::make_unique<LinearFp8Case>(w8a8, M, N, K, bias, accumulate);
+                                                 bool accumulate, bool precise_accum) {
+  return std::make_unique<LinearFp8Case>(w8a8, M, N, K, bias, accumulate, precise_accum);
 }
 
 // Llama-3.1-8B's projections (QKV, o with the residual, gate/up, down with the residual) at a
@@ -175,8 +184,8 @@ void register_linear_fp8_cases(CaseList& out) {
       {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
   for (int M : {64, 256, 2048, 8192})
     for (const Shape& sh : shapes)
-      for (bool w8a8 : {true, false})
-        out.push_back(make_linear_fp8_case(w8a8, M, sh.N, sh.K, false, sh.residual));
+      for (int v = 0; v < 3; ++v)  // W8A8 (fast accumulation), W8A8 precise, dequantize + bf16
+        out.push_back(make_linear_fp8_case(v < 2, M, sh.N, sh.K, false, sh.residual, v == 1));
 }
 
 }  // namespace ceiling::bench

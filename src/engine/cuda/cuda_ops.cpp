@@ -153,7 +153,11 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
     if (w.w.format == cuda::GemvWeightFormat::kFP8) {  // W8A8 (model/weights.h)
       CEILING_ENSURE(rows <= act_rows_, "CudaOps: W8A8 input of {} rows past the {} prepared", rows,
                      act_rows_);
-      cuda::quantize_rows_fp8(xin, rows, w.K, act_q_, act_scale_, stream_).throw_if_error();
+      const bool ready =
+          prequant_.x == xin && prequant_.rows == rows && prequant_.op + 1 == op_count_;
+      prequant_ = {};
+      if (!ready)
+        cuda::quantize_rows_fp8(xin, rows, w.K, act_q_, act_scale_, stream_).throw_if_error();
       if (fp8_gemm_) {
         linear_->lt()
             .run_fp8(act_q_, act_scale_, static_cast<const uint8_t*>(w.w.data), w.w.row_scale, b,
@@ -173,6 +177,47 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
       ->run(xin, static_cast<const bf16*>(wd), b, out, out_dtype, rows, w.N, w.K, stream_,
             accumulate)
       .throw_if_error();
+}
+
+bool CudaOps::w8a8_input(int rows, const cuda_impl::DeviceLinear& w) const {
+  return w.quantized() && w.w.format == cuda::GemvWeightFormat::kFP8 && rows > kQuantGemvMaxM &&
+         rows <= act_rows_;
+}
+
+void CudaOps::rms_norm_for(const TensorView& x, const TensorView& weight, const TensorView& out,
+                           const cuda_impl::DeviceLinear& next) {
+  const int rows = begin_op(kNorm, -1, {x.data, nullptr, weight.data, out.data}, false, x, kTokens);
+  check_rows(out, kTokens, "rms_norm output");
+  if (!launching()) return;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  const int H = static_cast<int>(x.dim(1));
+  bf16* o = bf16_ptr(out, "rms_norm output");
+  if (!w8a8_input(rows, next) || H != next.K) {
+    cuda::rms_norm(bf16_ptr(x, "rms_norm input"), nullptr, bf16_ptr(weight, "rms_norm weight"),
+                   rows, H, eps, o, stream_)
+        .throw_if_error();
+    return;
+  }
+  cuda::rms_norm_fp8(bf16_ptr(x, "rms_norm input"), nullptr, bf16_ptr(weight, "rms_norm weight"),
+                     rows, H, eps, o, act_q_, act_scale_, stream_)
+      .throw_if_error();
+  prequant_ = {o, rows, op_count_};
+}
+
+void CudaOps::silu_mul_for(const TensorView& gate_up, const TensorView& out,
+                           const cuda_impl::DeviceLinear& next) {
+  const int rows = begin_op(kSilu, -1, {gate_up.data, out.data}, false, gate_up, kTokens);
+  check_rows(out, kTokens, "silu_mul output");
+  if (!launching()) return;
+  const int I = config().intermediate_size;
+  bf16* o = bf16_ptr(out, "silu_mul output");
+  if (!w8a8_input(rows, next) || I != next.K) {
+    cuda::silu_mul(bf16_ptr(gate_up, "gate_up"), rows, I, o, stream_).throw_if_error();
+    return;
+  }
+  cuda::silu_mul_fp8(bf16_ptr(gate_up, "gate_up"), rows, I, o, act_q_, act_scale_, stream_)
+      .throw_if_error();
+  prequant_ = {o, rows, op_count_};
 }
 
 bool CudaOps::gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const {
@@ -299,7 +344,7 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
   const TensorView& norm = weights().layers.at(l).input_norm;
   const int rows = check_rows(residual, kTokens, "residual");
   if (!gemv_fuses(rows, fused(l).qkv, residual.data)) {
-    rms_norm(residual, nullptr, norm, h);
+    rms_norm_for(residual, norm, h, fused(l).qkv);
     qkv_proj(l, h, q, k, v);
     if (config_.qk_norm) qk_norm(l, q, k);
     rope_kv_write(l, q, k, v, kv);
@@ -359,9 +404,9 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
       gemv_fused(f, in, wgu, nullptr, act, rows);
     }
   } else {
-    rms_norm(residual, nullptr, norm, h);
+    rms_norm_for(residual, norm, h, wgu);
     gate_up_proj(l, h, gate_up);
-    silu_mul(gate_up, act);
+    silu_mul_for(gate_up, act, fused(l).down);
   }
   begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
   if (launching())
@@ -441,8 +486,8 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
   check_step_kv(kv, l);
   // q is read in place from the fused QKV output (its rows q_dim + 2·kv_dim apart); only the
   // fallback kernel for other head dims needs contiguous rows (a split first).
-  const bool fusedq = pending_.valid && pending_.q == q.data &&
-                      (pending_.rows == 1 || !fallback_attention_);
+  const bool fusedq =
+      pending_.valid && pending_.q == q.data && (pending_.rows == 1 || !fallback_attention_);
   if (!fusedq) touch_qkv({q.data, out.data});
   if (!launching()) return;
   const ModelConfig& c = config_;

@@ -212,6 +212,14 @@ class CudaOps final : public Ops {
   // Whether `rows` of x through w take the GEMV, so a fused GEMV (norm or SiLU prologue, RoPE
   // epilogue) can replace the op before it.
   bool gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const;
+  // Whether `rows` of x through w run W8A8 (their input quantized per row, fp8 weights).
+  bool w8a8_input(int rows, const cuda_impl::DeviceLinear& w) const;
+  // rms_norm(x) into out, and silu_mul(gate_up) into out, for the projection `next` that reads
+  // out: where it runs W8A8, the same kernel writes out's E4M3 image too (prequant_).
+  void rms_norm_for(const TensorView& x, const TensorView& weight, const TensorView& out,
+                    const cuda_impl::DeviceLinear& next);
+  void silu_mul_for(const TensorView& gate_up, const TensorView& out,
+                    const cuda_impl::DeviceLinear& next);
   // gemv_fused (bf16) or gemv_fused_quant, by w's format.
   void gemv_fused(const cuda::GemvFusion& f, const TensorView& x, const cuda_impl::DeviceLinear& w,
                   const TensorView* bias, const TensorView& out, int rows);
@@ -244,6 +252,15 @@ class CudaOps final : public Ops {
   float* act_scale_ = nullptr;   // [act_rows_]
   __nv_bfloat16* act_bf16_ = nullptr;  // [act_rows_, widest K]: the fallback's (no fp8_gemm_)
   int act_rows_ = 0;
+  // act_q_ / act_scale_ already hold x's E4M3 image (`rows` rows), written by the fused norm or
+  // SiLU kernel of op number `op`: valid for the next op only (op_count_ == op + 1).
+  struct PreQuantized {
+    const void* x = nullptr;
+    int rows = 0;
+    uint64_t op = 0;
+  };
+  PreQuantized prequant_;
+  uint64_t op_count_ = 0;  // begin_op calls so far
 
   // The current step (kIdle: none; ops that need no step metadata then run eagerly).
   Mode mode_ = Mode::kIdle;

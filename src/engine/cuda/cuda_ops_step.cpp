@@ -229,6 +229,7 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
 int CudaOps::begin_op(uint64_t op, int layer, std::initializer_list<const void*> ptrs,
                       bool needs_step, const TensorView& first, RowKind kind, bool qkv_aware) {
   CEILING_ENSURE(uploaded_, "CudaOps: no weights uploaded");
+  ++op_count_;
   CEILING_ENSURE(!needs_step || mode_ != Mode::kIdle,
                  "CudaOps: op {} needs a prepared step (call prepare first)", op);
   if (mode_ == Mode::kCapture || mode_ == Mode::kReplay) {

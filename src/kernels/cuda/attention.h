@@ -89,13 +89,14 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
 Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream_t stream);
 
 // q [S, Hq, D] bf16 with its rows q_stride elements apart (≥ Hq·D, a multiple of 8: e.g. the q
-// columns of a fused QKV projection's output, read in place); out [S, Hq, D] bf16; seq_lens [S] (≥ 1; a 0 gives zeros; any length is correct: a sequence
-// longer than plan.max_seq_len gets longer splits, not more); block_tables [S,
-// max_blocks]; workspace: device buffer of plan.workspace_bytes (may be null when that is 0).
+// columns of a fused QKV projection's output, read in place); out [S, Hq, D] bf16; seq_lens [S] (≥
+// 1; a 0 gives zeros; any length is correct: a sequence longer than plan.max_seq_len gets longer
+// splits, not more); block_tables [S, max_blocks]; workspace: device buffer of plan.workspace_bytes
+// (may be null when that is 0).
 Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_stride,
-                            const PagedKvDevice& kv,
-                            const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
-                            float scale, void* out, void* workspace, cudaStream_t stream);
+                            const PagedKvDevice& kv, const int32_t* seq_lens,
+                            const int32_t* block_tables, int max_blocks, float scale, void* out,
+                            void* workspace, cudaStream_t stream);
 
 // ---- prefill ----------------------------------------------------------------------------------
 
@@ -137,11 +138,11 @@ struct PrefillPlan {
 
 Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan);
 
-// q [T, Hq, D] bf16, rows q_stride elements apart (as decode); out [T, Hq, D]. Causal within each sequence; a sequence may have a prefix in the cache
-// (seq_len > q_len). Works for any q_len ≥ 0, including decode-like q_len = 1.
+// q [T, Hq, D] bf16, rows q_stride elements apart (as decode); out [T, Hq, D]. Causal within each
+// sequence; a sequence may have a prefix in the cache (seq_len > q_len). Works for any q_len ≥ 0,
+// including decode-like q_len = 1.
 Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_stride,
-                             const PagedKvDevice& kv,
-                             const AttnBatchDevice& batch, float scale, void* out, void* workspace,
-                             cudaStream_t stream);
+                             const PagedKvDevice& kv, const AttnBatchDevice& batch, float scale,
+                             void* out, void* workspace, cudaStream_t stream);
 
 }  // namespace ceiling::cuda

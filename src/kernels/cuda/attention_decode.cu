@@ -455,9 +455,9 @@ Status plan_decode_attention(const DecodeShape& shape, DecodePlan* plan) {
 }
 
 Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_stride,
-                            const PagedKvDevice& kv,
-                            const int32_t* seq_lens, const int32_t* block_tables, int max_blocks,
-                            float scale, void* out, void* workspace, cudaStream_t stream) {
+                            const PagedKvDevice& kv, const int32_t* seq_lens,
+                            const int32_t* block_tables, int max_blocks, float scale, void* out,
+                            void* workspace, cudaStream_t stream) {
   const DecodeShape& sh = plan.shape;
   if (kv.head_dim != sh.head_dim || kv.block_size != sh.block_size ||
       kv.num_kv_heads != sh.num_kv_heads)
@@ -474,9 +474,10 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
     return Status::error("decode attention: max_blocks {} / num_blocks {} < 1", max_blocks,
                          kv.num_blocks);
   if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
-    return Status::error("decode attention: q row stride {} is below Hq·D = {} or not a multiple "
-                         "of 8",
-                         q_stride, sh.num_q_heads * sh.head_dim);
+    return Status::error(
+        "decode attention: q row stride {} is below Hq·D = {} or not a multiple "
+        "of 8",
+        q_stride, sh.num_q_heads * sh.head_dim);
   if (plan.workspace_bytes > 0 && !workspace)
     return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
 

@@ -297,9 +297,8 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
 }
 
 Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_stride,
-                             const PagedKvDevice& kv,
-                             const AttnBatchDevice& batch, float scale, void* out,
-                             void* /*workspace*/, cudaStream_t stream) {
+                             const PagedKvDevice& kv, const AttnBatchDevice& batch, float scale,
+                             void* out, void* /*workspace*/, cudaStream_t stream) {
   const PrefillShape& sh = plan.shape;
   if (kv.head_dim != sh.head_dim || kv.block_size != sh.block_size ||
       kv.num_kv_heads != sh.num_kv_heads)
@@ -319,9 +318,10 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_s
     return Status::error("prefill attention: max_blocks {} / num_blocks {} < 1", batch.max_blocks,
                          kv.num_blocks);
   if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
-    return Status::error("prefill attention: q row stride {} is below Hq·D = {} or not a "
-                         "multiple of 8",
-                         q_stride, sh.num_q_heads * sh.head_dim);
+    return Status::error(
+        "prefill attention: q row stride {} is below Hq·D = {} or not a "
+        "multiple of 8",
+        q_stride, sh.num_q_heads * sh.head_dim);
   if (sh.num_tokens == 0) return Status::ok_status();
 
   PrefillParams p{};

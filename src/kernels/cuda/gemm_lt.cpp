@@ -55,7 +55,7 @@ LtGemm::~LtGemm() {
 // Row-major out [M, N] = x [M, K] · W[N, K]^T is, column-major, out^T [N, M] = W^T^T · x^T:
 // A = W seen as [K, N] (ld K) transposed, B = x seen as [K, M] (ld K), C = D = out^T [N, M] (ld N).
 Status LtGemm::plan(int M, int N, int K, bool bias, DType out_dtype, bool tune) {
-  return plan_impl(M, N, K, bias, out_dtype, /*fp8=*/false, tune);
+  return plan_impl(M, N, K, bias, out_dtype, kBf16Plan, tune);
 }
 
 Status LtGemm::plan_fp8(int M, int N, int K, bool bias, bool tune) {
@@ -63,16 +63,17 @@ Status LtGemm::plan_fp8(int M, int N, int K, bool bias, bool tune) {
     return Status::error("LtGemm: FP8 plans need a workspace (constructed with 0 bytes)");
   if (K % 16 != 0 || N % 16 != 0)
     return Status::error("LtGemm: FP8 needs N and K multiples of 16 (N {} K {})", N, K);
-  return plan_impl(M, N, K, bias, DType::kBF16, /*fp8=*/true, tune);
+  return plan_impl(M, N, K, bias, DType::kBF16, fp8_kind(), tune);
 }
 
-Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool fp8, bool tune) {
+Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, int kind, bool tune) {
+  const bool fp8 = kind != kBf16Plan;
   if (M < 1 || N < 1 || K < 1) return Status::error("LtGemm: bad shape M {} N {} K {}", M, N, K);
   if (out_dtype != DType::kBF16 && out_dtype != DType::kF32)
     return Status::error("LtGemm: out dtype {} not supported (bf16, f32)", dtype_name(out_dtype));
   if (bias && out_dtype != DType::kBF16)
     return Status::error("LtGemm: a bias needs bf16 out (got {})", dtype_name(out_dtype));
-  const Key key{M, N, K, bias, out_dtype, fp8};
+  const Key key{M, N, K, bias, out_dtype, kind};
   auto it = plans_.find(key);
   if (it != plans_.end() && (!tune || it->second->tuned || it->second->tune_pending))
     return Status();
@@ -103,6 +104,9 @@ Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool f
           p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
       CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(
           p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+      const int8_t fast = kind == kFp8Fast ? 1 : 0;
+      CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                                           &fast, sizeof(fast)));
     }
     const cudaDataType_t in = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     CEILING_CUBLAS_RETURN(cublasLtMatrixLayoutCreate(&p->a, in, K, N, K));
@@ -209,7 +213,7 @@ Status LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bf
                    void* out, DType out_dtype, int M, int N, int K, cudaStream_t stream,
                    bool accumulate) {
   CEILING_RETURN_IF_ERROR(plan(M, N, K, bias != nullptr, out_dtype));
-  Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, out_dtype, false});
+  Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, out_dtype, kBf16Plan});
   return run_impl(p, x, w, bias, out, out_dtype, M, N, K, stream, accumulate);
 }
 
@@ -217,7 +221,7 @@ Status LtGemm::run_fp8(const uint8_t* xq, const float* x_scale, const uint8_t* w
                        const float* w_scale, const __nv_bfloat16* bias, __nv_bfloat16* out, int M,
                        int N, int K, cudaStream_t stream, bool accumulate) {
   CEILING_RETURN_IF_ERROR(plan_fp8(M, N, K, bias != nullptr));
-  Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, DType::kBF16, true});
+  Plan& p = *plans_.at(Key{M, N, K, bias != nullptr, DType::kBF16, fp8_kind()});
   CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                        &w_scale, sizeof(w_scale)));
   CEILING_CUBLAS_RETURN(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,

@@ -62,6 +62,12 @@ class LtGemm {
   // cuBLASLt's outer-vector scale mode (CUDA 12.9+): an error from plan_fp8 means this
   // cuBLASLt or GPU has no such kernel, and the caller takes another path.
   Status plan_fp8(int M, int N, int K, bool bias, bool tune = false);
+  // FP8 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) of the plans made from now on, and the
+  // plans run_fp8 uses: fast (on, the default) keeps the tensor cores' own partial sums, as
+  // vLLM's CUTLASS FP8 kernels and TensorRT-LLM do; precise promotes them to fp32 every few k
+  // steps (slower; the comparison the kernel benchmark runs).
+  void set_fp8_fast_accum(bool on) { fp8_fast_accum_ = on; }
+  bool fp8_fast_accum() const { return fp8_fast_accum_; }
   Status run_fp8(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale,
                  const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                  cudaStream_t stream, bool accumulate = false);
@@ -74,8 +80,11 @@ class LtGemm {
   // get scratch memory leaves the heuristic's first in place.
   Status tune(Plan& p, const void* x, const void* w, DType out_dtype, int M, int N, int K,
               cudaStream_t stream, bool accumulate);
-  using Key = std::tuple<int, int, int, bool, DType, bool>;  // M, N, K, bias, out, fp8
-  Status plan_impl(int M, int N, int K, bool bias, DType out_dtype, bool fp8, bool tune);
+  // M, N, K, bias, out, kind (kBf16Plan or an FP8 plan and its accumulation)
+  using Key = std::tuple<int, int, int, bool, DType, int>;
+  static constexpr int kBf16Plan = 0, kFp8Precise = 1, kFp8Fast = 2;
+  int fp8_kind() const { return fp8_fast_accum_ ? kFp8Fast : kFp8Precise; }
+  Status plan_impl(int M, int N, int K, bool bias, DType out_dtype, int kind, bool tune);
   Status run_impl(Plan& p, const void* x, const void* w, const __nv_bfloat16* bias, void* out,
                   DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate);
   void* handle_ = nullptr;  // cublasLtHandle_t
@@ -83,6 +92,7 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::vector<TuneRecord> tune_log_;
+  bool fp8_fast_accum_ = true;
 };
 
 }  // namespace ceiling::cuda

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/quantize_act.cuh"
 #include "kernels/cuda/quantize_act.h"
 
 namespace ceiling::cuda {
@@ -11,7 +12,6 @@ namespace {
 using detail::bf16;
 
 constexpr int kThreads = 256;
-constexpr float kE4m3Max = 448.0f;  // model/quantize.h
 
 // grid (T): one CTA per row, two passes over it — the max of |x| (16-byte loads, a warp-shuffle
 // and shared-memory reduction), then the conversion (the row's second read hits L1/L2).
@@ -25,30 +25,10 @@ __global__ void quantize_rows_fp8_kernel(const bf16* __restrict__ x, int K, uint
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
     float f[8];
     detail::to_float8(detail::load8(row + c * 8), f);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+    amax = detail::amax8(f, amax);
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[kThreads / 32];
-  __shared__ float row_inv;
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float m = warp_max[0];
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-    const float s = m > 0.0f ? __fdiv_rn(m, kE4m3Max) : 1.0f;
-    scale[t] = s;
-    row_inv = __fdiv_rn(1.0f, s);
-  }
-  __syncthreads();
-  const float inv = row_inv;
-  uint8_t* qrow = q + t * K;
-  for (int c = threadIdx.x; c < chunks; c += kThreads) {
-    float f[8];
-    detail::to_float8(detail::load8(row + c * 8), f);
-    *reinterpret_cast<uint2*>(qrow + c * 8) = detail::e4m3x8(f, inv);
-  }
+  const float inv = detail::row_fp8_inv_scale(amax, scale + t);
+  detail::quantize_own_chunks(row, chunks, threadIdx.x, kThreads, inv, q + t * K);
 }
 
 // grid (T): out = bf16(e4m3(q) · scale[t]), 8 elements per thread step.

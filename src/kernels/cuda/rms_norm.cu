@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/quantize_act.cuh"
 #include "kernels/cuda/rms_norm.h"
 
 namespace ceiling::cuda {
@@ -144,6 +145,43 @@ __global__ void __launch_bounds__(kMaxBlock)
                             });
 }
 
+// rms_norm_fp8: the block kernel's row (one a CTA), then the row it wrote to E4M3 with its own
+// scale (quantize_act.cuh): the bf16 output is re-read by the threads that stored it.
+template <int kChunks>
+__global__ void __launch_bounds__(kMaxBlock)
+    rms_norm_fp8_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
+                        uint8_t* __restrict__ q, float* __restrict__ scale, int H, float eps) {
+  __shared__ float scratch[32];
+  detail::pdl_launch_dependents();
+  detail::Bf16x8 wv[kChunks];
+  load_weights<kChunks>(w, H, threadIdx.x, blockDim.x, wv);
+  detail::pdl_wait();
+  const int64_t row = blockIdx.x;
+  const int64_t row_ids[1] = {row};
+  norm_rows<kChunks, 1>(x, residual, wv, out, H, eps, row_ids, RowLayout{1, H}, threadIdx.x,
+                        blockDim.x, [&](float(&ss)[1]) {
+                          const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+                          ss[0] = detail::warp_sum(ss[0]);
+                          if (lane == 0) scratch[warp] = ss[0];
+                          __syncthreads();
+                          ss[0] =
+                              detail::warp_sum(lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0f);
+                        });
+  const bf16* orow = out + row * H;
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    const int c = threadIdx.x + j * blockDim.x;
+    if (c < H / 8) {
+      float f[8];
+      detail::to_float8(detail::load8(orow + c * 8), f);
+      amax = detail::amax8(f, amax);
+    }
+  }
+  const float inv = detail::row_fp8_inv_scale(amax, scale + row);
+  detail::quantize_own_chunks(orow, H / 8, threadIdx.x, blockDim.x, inv, q + row * H);
+}
+
 // Groups of G lanes (a power of two ≤ 32) per row, kRows rows per group (H ≤ 8·G·kChunks);
 // a CTA of blockDim/G groups covers blockDim/G·kRows consecutive rows, row r of group g at
 // r·groups + g (so the groups of a warp read neighbouring rows together).
@@ -265,6 +303,29 @@ Status rms_norm(const bf16* x, bf16* residual, const bf16* w, int rows, int H, f
   const bool aligned = detail::aligned16(x) && detail::aligned16(out) && detail::aligned16(w) &&
                        (!residual || detail::aligned16(residual));
   CEILING_CUDA_RETURN(launch(x, residual, w, rows, H, eps, out, RowLayout{1, H}, aligned, stream));
+  return Status();
+}
+
+Status rms_norm_fp8(const bf16* x, bf16* residual, const bf16* w, int rows, int H, float eps,
+                    bf16* out, uint8_t* q, float* scale, cudaStream_t stream) {
+  if (rows < 0 || H < 8 || H % 8 != 0 || H > 8 * 4 * kMaxBlock)
+    return Status::error("rms_norm_fp8: H {} must be a multiple of 8 in [8, {}] (rows {})", H,
+                         8 * 4 * kMaxBlock, rows);
+  if (!(eps >= 0.0f)) return Status::error("rms_norm_fp8: eps {} must be >= 0", eps);
+  if (!detail::aligned16(x) || !detail::aligned16(out) || !detail::aligned16(w) ||
+      !detail::aligned16(q) || (residual && !detail::aligned16(residual)) || !scale)
+    return Status::error("rms_norm_fp8: rows must be 16-byte aligned and scale not null");
+  if (rows == 0) return Status();
+  const int chunks = H / 8;
+  if (chunks <= 2 * kMaxBlock) {
+    const dim3 block(((chunks + 1) / 2 + 31) / 32 * 32);
+    CEILING_CUDA_RETURN(detail::launch_pdl(rms_norm_fp8_kernel<2>, dim3(rows), block, 0, stream, x,
+                                           residual, w, out, q, scale, H, eps));
+  } else {
+    const dim3 block(((chunks + 3) / 4 + 31) / 32 * 32);
+    CEILING_CUDA_RETURN(detail::launch_pdl(rms_norm_fp8_kernel<4>, dim3(rows), block, 0, stream, x,
+                                           residual, w, out, q, scale, H, eps));
+  }
   return Status();
 }
 
