@@ -167,8 +167,10 @@ def b_linear_fused(p):
 def b_linear_fp8_w8a8(p):
     # The prefill-sized fp8 projection as torch runs W8A8: x quantized per token (dynamic, amax /
     # 448), torch._scaled_mm with row-wise scales (x's per row, W's per output channel), then the
-    # residual add where the case has one.
+    # residual add where the case has one. Accumulation as the case's: fast (ceiling's default,
+    # use_fast_accum=True) unless the case is the precise comparison.
     M, N, K = p["M"], p["N"], p["K"]
+    fast = bool(p.get("fast_accum", False))
     f8 = torch.float8_e4m3fn
     q = dict(p, input="plain", accumulate=p.get("residual", False))
 
@@ -178,11 +180,13 @@ def b_linear_fp8_w8a8(p):
     def lin(x, w, b):
         xs = (x.abs().amax(dim=1, keepdim=True).float() / 448.0).clamp(min=1e-12)
         xq = (x.float() / xs).to(f8)
-        y = torch._scaled_mm(xq, w[0].t(), scale_a=xs, scale_b=w[1], out_dtype=BF16)
+        y = torch._scaled_mm(xq, w[0].t(), scale_a=xs, scale_b=w[1], out_dtype=BF16,
+                             use_fast_accum=fast)
         return y if b is None else y + b
 
     (make, call), name = _fused_linear(q, lin, make_w)
-    return (make, call), name.format("torch._scaled_mm (x fp8 per token, W per row)")
+    what = "torch._scaled_mm (x fp8 per token, W per row{})".format(", fast accum" if fast else "")
+    return (make, call), name.format(what)
 
 
 def b_linear_quant(p):
