@@ -170,7 +170,7 @@ TEST(EngineCudaParity, InMemoryModelsWithLibraryHeadDims) {
 // fp8 and int4 (G = 128) weights, quantized on load as --quantization does: the CPU dequantizes
 // in fp32 (the oracle), the GPU runs the quantized GEMV at decode sizes (batch 1 with the RMS-norm
 // and RoPE / SiLU fusions in the register kernel; 3, 5 and 12 in the tensor-core kernel); past 16
-// rows (the prefill GEMMs, a batch-20 decode: bucket 24, inside a captured graph) fp8 runs W8A8
+// rows (the prefill GEMMs, a batch-20 decode: bucket 32, inside a captured graph) fp8 runs W8A8
 // on both sides and int4 dequantizes to bf16; judged by the same noise rule.
 TEST(EngineCudaParity, QuantizedWeights) {
   ENGINE_REQUIRE_GPU();
@@ -209,7 +209,7 @@ TEST(EngineCudaParity, QuantizedWeights) {
 // An fp8 (E4M3) KV cache against CpuOps' E4M3 rounding: GQA at head dims 128 and 64, per-layer
 // scales (uneven, one layer at 1), bf16 and fp8 weights; prefill in chunks over cached prefixes
 // (the mma.sync prefill kernel reading E4M3), decode at batch 1 (the QKV GEMV without its RoPE
-// epilogue, then rope_kv_write into the cache), 3, 5 and 20 (bucket 24, cuBLASLt). Every step's
+// epilogue, then rope_kv_write into the cache), 3, 5 and 20 (bucket 32, cuBLASLt). Every step's
 // logits are teacher-forced and judged against the emulated noise, which E4M3 makes 4–8× the
 // bf16 one (kMaxRoundingNoiseFp8Kv); free-running greedy generations are not compared: at that
 // noise the near-tie rule (calibrated on bf16) flags first-token flips that the step check shows

@@ -11,8 +11,8 @@
 //
 // Steps: prepare() packs the StepBatch into a pinned host mirror; one async copy moves it into
 // fixed device buffers that the kernels read. A decode step (every sequence adds one token, one
-// logits row each) of S sequences runs as a CUDA graph of B = the bucket ≥ S (1, 2, 4, 8, then
-// multiples of 8, up to max_graph_batch): rows S..B-1 are padding (token 0, slot -1 so nothing is written to the
+// logits row each) of S sequences runs as a CUDA graph of B = the bucket ≥ S (1, 2, 4, ..., up
+// to max_graph_batch): rows S..B-1 are padding (token 0, slot -1 so nothing is written to the
 // cache, a one-token context in the dummy block). The first decode step of a bucket runs the same
 // padded kernels eagerly (warm-up: module loads, cuBLASLt plans), the second is captured — metadata
 // copy, the whole forward, and the argmax of every logits row with its copy to pinned host memory —

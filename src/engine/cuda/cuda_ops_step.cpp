@@ -16,14 +16,6 @@ int next_pow2(int n) {
   return p;
 }
 
-// The decode graph that runs S sequences: buckets 1, 2, 4, 8, then every multiple of 8 (vLLM's
-// capture sizes). Powers of two past 8 padded a batch of 129 to 256 rows; the 1000 × 1024 / 1024
-// run's batches of ~226 ran 256 (r52: 13 % padding on GEMMs at M ≈ 256, where they are at the
-// compute ridge).
-int graph_bucket(int S) {
-  return S <= 8 ? next_pow2(S) : (S + 7) / 8 * 8;
-}
-
 uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
 }
@@ -57,7 +49,7 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   // A decode step of S sequences with one logits row each runs as the graph of bucket B.
   int B = 0;
   if (options_.cuda_graphs && decode_ && R == S && S <= options_.max_graph_batch) {
-    B = graph_bucket(S);
+    B = next_pow2(S);
     if (B > row_cap_ || B > options_.max_graph_batch) B = S;
   }
   ensure_meta(std::max(T, B), std::max(S, B), next_pow2(std::max(step.max_blocks, 1)));
