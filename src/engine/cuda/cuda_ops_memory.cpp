@@ -137,6 +137,7 @@ void CudaOps::from_host(const float* src, const TensorView& dst) {
   CEILING_ENSURE(dst.device == Device::kCuda && dst.is_contiguous(),
                  "CudaOps::from_host: needs a contiguous device view (got {})", dst.shape_str());
   materialize_qkv();  // a pending split would overwrite what is written here
+  prequant_ = {};     // the next op's W8A8 input may be what is written here
   const size_t n = static_cast<size_t>(dst.numel());
   if (dst.dtype == DType::kF32) {
     CEILING_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, n * 4, cudaMemcpyHostToDevice, stream_));
