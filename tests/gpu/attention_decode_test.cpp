@@ -57,7 +57,7 @@ TEST(AttentionDecode, StridedQRows) {
     AttentionSpec s = decode({1, 40, 333, 17, 700}, 8, 2, d, 16);
     s.q_row_pad = 2 * 2 * d;
     expect_matches_reference(s);
-    s.plan_min_split_tokens = 64;  // several splits per sequence: the merge reads q's scale only
+    s.plan_min_split_tokens = 64;  // several splits per sequence, each reading q strided
     s.plan_num_sms = 264;
     expect_matches_reference(s);
   }

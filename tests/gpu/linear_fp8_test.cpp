@@ -105,8 +105,8 @@ TEST(GpuQuantizeRowsFp8, FusedNormAndSiluMatchUnfused) {
               .ok());
       ASSERT_TRUE(
           cuda::quantize_rows_fp8(h0.as<bf16>(), T, H, q0.as<uint8_t>(), s0.as<float>(), s).ok());
-      ASSERT_TRUE(cuda::rms_norm_fp8(x.as<bf16>(), nullptr, gamma.as<bf16>(), T, H, 1e-5f,
-                                     h1.as<bf16>(), q1.as<uint8_t>(), s1.as<float>(), s)
+      ASSERT_TRUE(cuda::rms_norm_fp8(x.as<bf16>(), gamma.as<bf16>(), T, H, 1e-5f, h1.as<bf16>(),
+                                     q1.as<uint8_t>(), s1.as<float>(), s)
                       .ok())
           << tag;
       expect_same(h0, h1, n * 2, "rms_norm output, " + tag);
@@ -132,8 +132,8 @@ TEST(GpuQuantizeRowsFp8, FusedNormAndSiluMatchUnfused) {
       expect_same(s0, s1, size_t(T) * 4, "silu_mul scales, " + tag);
     }
   DeviceBuffer b(1 << 12);
-  const Status st = cuda::rms_norm_fp8(b.as<bf16>(), nullptr, b.as<bf16>(), 1, 12, 1e-5f,
-                                       b.as<bf16>(), b.as<uint8_t>(), b.as<float>(), s);
+  const Status st = cuda::rms_norm_fp8(b.as<bf16>(), b.as<bf16>(), 1, 12, 1e-5f, b.as<bf16>(),
+                                       b.as<uint8_t>(), b.as<float>(), s);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("H 12"), std::string::npos) << st.message();
   EXPECT_FALSE(

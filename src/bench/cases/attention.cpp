@@ -494,7 +494,7 @@ void register_attention_cases(CaseList& out) {
   out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 32, 8, 64, 16)));
   // The 8B's decode step at batch 64 and 128, context 640 (bench latency's 512 in / 256 out),
   // plans bounded by 2048 as the engine's: 512 CTAs are ~1.9 waves of two per SM. The splits
-  // overrides (2 and 4 per sequence) are the comparison; q_pad reads q in place from the fused
+  // overrides (2, 4 and 5 per sequence) are the comparison; q_pad reads q in place from the fused
   // QKV output as the engine does.
   for (int b : {64, 128}) {
     AttentionSpec s = uniform(true, b, 1, 640, 32, 8, 128, 16);

@@ -184,42 +184,6 @@ bool CudaOps::w8a8_input(int rows, const cuda_impl::DeviceLinear& w) const {
          rows <= act_rows_;
 }
 
-void CudaOps::rms_norm_for(const TensorView& x, const TensorView& weight, const TensorView& out,
-                           const cuda_impl::DeviceLinear& next) {
-  const int rows = begin_op(kNorm, -1, {x.data, nullptr, weight.data, out.data}, false, x, kTokens);
-  check_rows(out, kTokens, "rms_norm output");
-  if (!launching()) return;
-  const float eps = static_cast<float>(config().rms_norm_eps);
-  const int H = static_cast<int>(x.dim(1));
-  bf16* o = bf16_ptr(out, "rms_norm output");
-  if (!w8a8_input(rows, next) || H != next.K) {
-    cuda::rms_norm(bf16_ptr(x, "rms_norm input"), nullptr, bf16_ptr(weight, "rms_norm weight"),
-                   rows, H, eps, o, stream_)
-        .throw_if_error();
-    return;
-  }
-  cuda::rms_norm_fp8(bf16_ptr(x, "rms_norm input"), nullptr, bf16_ptr(weight, "rms_norm weight"),
-                     rows, H, eps, o, act_q_, act_scale_, stream_)
-      .throw_if_error();
-  prequant_ = {o, rows, op_count_};
-}
-
-void CudaOps::silu_mul_for(const TensorView& gate_up, const TensorView& out,
-                           const cuda_impl::DeviceLinear& next) {
-  const int rows = begin_op(kSilu, -1, {gate_up.data, out.data}, false, gate_up, kTokens);
-  check_rows(out, kTokens, "silu_mul output");
-  if (!launching()) return;
-  const int I = config().intermediate_size;
-  bf16* o = bf16_ptr(out, "silu_mul output");
-  if (!w8a8_input(rows, next) || I != next.K) {
-    cuda::silu_mul(bf16_ptr(gate_up, "gate_up"), rows, I, o, stream_).throw_if_error();
-    return;
-  }
-  cuda::silu_mul_fp8(bf16_ptr(gate_up, "gate_up"), rows, I, o, act_q_, act_scale_, stream_)
-      .throw_if_error();
-  prequant_ = {o, rows, op_count_};
-}
-
 bool CudaOps::gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const {
   if (w.quantized()) return rows <= kQuantGemvMaxM && cuda::gemv_fused_supported(w.K, x, w.w.data);
   return linear_->path(rows, w.N, w.K) == cuda::LinearPath::kGemv &&
@@ -273,16 +237,30 @@ void CudaOps::embedding(const TensorView& out) {
 
 void CudaOps::rms_norm(const TensorView& x, const TensorView* residual, const TensorView& weight,
                        const TensorView& out) {
+  rms_norm_for(x, residual, weight, out, nullptr);
+}
+
+void CudaOps::rms_norm_for(const TensorView& x, const TensorView* residual,
+                           const TensorView& weight, const TensorView& out,
+                           const cuda_impl::DeviceLinear* next) {
   const int rows =
       begin_op(kNorm, -1, {x.data, residual ? residual->data : nullptr, weight.data, out.data},
                false, x, kTokens);
   if (residual) check_rows(*residual, kTokens, "rms_norm residual");
   check_rows(out, kTokens, "rms_norm output");
   if (!launching()) return;
-  cuda::rms_norm(
-      bf16_ptr(x, "rms_norm input"), residual ? bf16_ptr(*residual, "residual") : nullptr,
-      bf16_ptr(weight, "rms_norm weight"), rows, static_cast<int>(x.dim(1)),
-      static_cast<float>(config().rms_norm_eps), bf16_ptr(out, "rms_norm output"), stream_)
+  const bf16* xp = bf16_ptr(x, "rms_norm input");
+  const bf16* wp = bf16_ptr(weight, "rms_norm weight");
+  bf16* o = bf16_ptr(out, "rms_norm output");
+  const int H = static_cast<int>(x.dim(1));
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  if (next && !residual && H == next->K && w8a8_input(rows, *next)) {
+    cuda::rms_norm_fp8(xp, wp, rows, H, eps, o, act_q_, act_scale_, stream_).throw_if_error();
+    prequant_ = {o, rows, op_count_};
+    return;
+  }
+  cuda::rms_norm(xp, residual ? bf16_ptr(*residual, "residual") : nullptr, wp, rows, H, eps, o,
+                 stream_)
       .throw_if_error();
 }
 
@@ -344,7 +322,7 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
   const TensorView& norm = weights().layers.at(l).input_norm;
   const int rows = check_rows(residual, kTokens, "residual");
   if (!gemv_fuses(rows, fused(l).qkv, residual.data)) {
-    rms_norm_for(residual, norm, h, fused(l).qkv);
+    rms_norm_for(residual, nullptr, norm, h, &fused(l).qkv);
     qkv_proj(l, h, q, k, v);
     if (config_.qk_norm) qk_norm(l, q, k);
     rope_kv_write(l, q, k, v, kv);
@@ -404,9 +382,9 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
       gemv_fused(f, in, wgu, nullptr, act, rows);
     }
   } else {
-    rms_norm_for(residual, norm, h, wgu);
+    rms_norm_for(residual, nullptr, norm, h, &wgu);
     gate_up_proj(l, h, gate_up);
-    silu_mul_for(gate_up, act, fused(l).down);
+    silu_mul_for(gate_up, act, &fused(l).down);
   }
   begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
   if (launching())
@@ -565,12 +543,23 @@ void CudaOps::gate_up_proj(int l, const TensorView& x, const TensorView& gate_up
 }
 
 void CudaOps::silu_mul(const TensorView& gate_up, const TensorView& out) {
+  silu_mul_for(gate_up, out, nullptr);
+}
+
+void CudaOps::silu_mul_for(const TensorView& gate_up, const TensorView& out,
+                           const cuda_impl::DeviceLinear* next) {
   const int rows = begin_op(kSilu, -1, {gate_up.data, out.data}, false, gate_up, kTokens);
   check_rows(out, kTokens, "silu_mul output");
   if (!launching()) return;
-  cuda::silu_mul(bf16_ptr(gate_up, "gate_up"), rows, config().intermediate_size,
-                 bf16_ptr(out, "silu_mul output"), stream_)
-      .throw_if_error();
+  const int I = config().intermediate_size;
+  const bf16* g = bf16_ptr(gate_up, "gate_up");
+  bf16* o = bf16_ptr(out, "silu_mul output");
+  if (next && I == next->K && w8a8_input(rows, *next)) {
+    cuda::silu_mul_fp8(g, rows, I, o, act_q_, act_scale_, stream_).throw_if_error();
+    prequant_ = {o, rows, op_count_};
+    return;
+  }
+  cuda::silu_mul(g, rows, I, o, stream_).throw_if_error();
 }
 
 void CudaOps::down_proj(int l, const TensorView& act, const TensorView& out) {

@@ -214,12 +214,12 @@ class CudaOps final : public Ops {
   bool gemv_fuses(int rows, const cuda_impl::DeviceLinear& w, const void* x) const;
   // Whether `rows` of x through w run W8A8 (their input quantized per row, fp8 weights).
   bool w8a8_input(int rows, const cuda_impl::DeviceLinear& w) const;
-  // rms_norm(x) into out, and silu_mul(gate_up) into out, for the projection `next` that reads
-  // out: where it runs W8A8, the same kernel writes out's E4M3 image too (prequant_).
-  void rms_norm_for(const TensorView& x, const TensorView& weight, const TensorView& out,
-                    const cuda_impl::DeviceLinear& next);
+  // rms_norm and silu_mul for the projection `next` that reads out (null: not known): where it
+  // runs W8A8, the same kernel writes out's E4M3 image too (prequant_).
+  void rms_norm_for(const TensorView& x, const TensorView* residual, const TensorView& weight,
+                    const TensorView& out, const cuda_impl::DeviceLinear* next);
   void silu_mul_for(const TensorView& gate_up, const TensorView& out,
-                    const cuda_impl::DeviceLinear& next);
+                    const cuda_impl::DeviceLinear* next);
   // gemv_fused (bf16) or gemv_fused_quant, by w's format.
   void gemv_fused(const cuda::GemvFusion& f, const TensorView& x, const cuda_impl::DeviceLinear& w,
                   const TensorView* bias, const TensorView& out, int rows);

@@ -118,6 +118,14 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The launchers' rule for q's row stride (attention.h): at least Hq·D, 16-byte rows.
+inline Status check_q_stride(const char* op, int64_t q_stride, int hq, int head_dim) {
+  if (q_stride < static_cast<int64_t>(hq) * head_dim || q_stride % 8 != 0)
+    return Status::error("{}: q row stride {} is below Hq·D = {} or not a multiple of 8", op,
+                         q_stride, hq * head_dim);
+  return Status::ok_status();
+}
+
 // Calls f.template operator()<D, BS>() for the runtime (head_dim, block_size); the only place
 // where these become template constants. Unsupported values come back as a Status naming them.
 template <typename F>

@@ -473,11 +473,8 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
   if (max_blocks < 1 || kv.num_blocks < 1)
     return Status::error("decode attention: max_blocks {} / num_blocks {} < 1", max_blocks,
                          kv.num_blocks);
-  if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
-    return Status::error(
-        "decode attention: q row stride {} is below Hq·D = {} or not a multiple "
-        "of 8",
-        q_stride, sh.num_q_heads * sh.head_dim);
+  CEILING_RETURN_IF_ERROR(
+      check_q_stride("decode attention", q_stride, sh.num_q_heads, sh.head_dim));
   if (plan.workspace_bytes > 0 && !workspace)
     return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
 

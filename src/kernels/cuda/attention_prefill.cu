@@ -317,11 +317,8 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_s
   if (batch.max_blocks < 1 || kv.num_blocks < 1)
     return Status::error("prefill attention: max_blocks {} / num_blocks {} < 1", batch.max_blocks,
                          kv.num_blocks);
-  if (q_stride < static_cast<int64_t>(sh.num_q_heads) * sh.head_dim || q_stride % 8 != 0)
-    return Status::error(
-        "prefill attention: q row stride {} is below Hq·D = {} or not a "
-        "multiple of 8",
-        q_stride, sh.num_q_heads * sh.head_dim);
+  CEILING_RETURN_IF_ERROR(
+      check_q_stride("prefill attention", q_stride, sh.num_q_heads, sh.head_dim));
   if (sh.num_tokens == 0) return Status::ok_status();
 
   PrefillParams p{};

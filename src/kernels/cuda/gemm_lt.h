@@ -67,7 +67,6 @@ class LtGemm {
   // vLLM's CUTLASS FP8 kernels and TensorRT-LLM do; precise promotes them to fp32 every few k
   // steps (slower; the comparison the kernel benchmark runs).
   void set_fp8_fast_accum(bool on) { fp8_fast_accum_ = on; }
-  bool fp8_fast_accum() const { return fp8_fast_accum_; }
   Status run_fp8(const uint8_t* xq, const float* x_scale, const uint8_t* wq, const float* w_scale,
                  const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                  cudaStream_t stream, bool accumulate = false);

@@ -111,6 +111,21 @@ __device__ __forceinline__ void load_weights(const bf16* __restrict__ w, int H, 
   }
 }
 
+// The CTA-wide sums of kRows partial sums (every thread calls it once per launch: scratch is
+// written once).
+template <int kRows>
+__device__ __forceinline__ void block_sum(float (&ss)[kRows], float (&scratch)[kRows][32]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    ss[r] = detail::warp_sum(ss[r]);
+    if (lane == 0) scratch[r][warp] = ss[r];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) ss[r] = detail::warp_sum(lane < warps ? scratch[r][lane] : 0.0f);
+}
+
 // kRows consecutive rows per CTA (large H), at most kMaxBlock threads. The block reduction is
 // done once for all kRows rows.
 constexpr int kMaxBlock = 512;
@@ -130,43 +145,24 @@ __global__ void __launch_bounds__(kMaxBlock)
     row_ids[r] = row < rows ? row : -1;
   }
   norm_rows<kChunks, kRows>(x, residual, wv, out, H, eps, row_ids, layout, threadIdx.x, blockDim.x,
-                            [&](float(&ss)[kRows]) {
-                              const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-                              const int warps = blockDim.x >> 5;
-#pragma unroll
-                              for (int r = 0; r < kRows; ++r) {
-                                ss[r] = detail::warp_sum(ss[r]);
-                                if (lane == 0) scratch[r][warp] = ss[r];
-                              }
-                              __syncthreads();  // scratch is written once per launch
-#pragma unroll
-                              for (int r = 0; r < kRows; ++r)
-                                ss[r] = detail::warp_sum(lane < warps ? scratch[r][lane] : 0.0f);
-                            });
+                            [&](float(&ss)[kRows]) { block_sum<kRows>(ss, scratch); });
 }
 
 // rms_norm_fp8: the block kernel's row (one a CTA), then the row it wrote to E4M3 with its own
 // scale (quantize_act.cuh): the bf16 output is re-read by the threads that stored it.
 template <int kChunks>
 __global__ void __launch_bounds__(kMaxBlock)
-    rms_norm_fp8_kernel(const bf16* x, bf16* residual, const bf16* __restrict__ w, bf16* out,
+    rms_norm_fp8_kernel(const bf16* x, const bf16* __restrict__ w, bf16* out,
                         uint8_t* __restrict__ q, float* __restrict__ scale, int H, float eps) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[1][32];
   detail::pdl_launch_dependents();
   detail::Bf16x8 wv[kChunks];
   load_weights<kChunks>(w, H, threadIdx.x, blockDim.x, wv);
   detail::pdl_wait();
   const int64_t row = blockIdx.x;
   const int64_t row_ids[1] = {row};
-  norm_rows<kChunks, 1>(x, residual, wv, out, H, eps, row_ids, RowLayout{1, H}, threadIdx.x,
-                        blockDim.x, [&](float(&ss)[1]) {
-                          const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-                          ss[0] = detail::warp_sum(ss[0]);
-                          if (lane == 0) scratch[warp] = ss[0];
-                          __syncthreads();
-                          ss[0] =
-                              detail::warp_sum(lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0f);
-                        });
+  norm_rows<kChunks, 1>(x, nullptr, wv, out, H, eps, row_ids, RowLayout{1, H}, threadIdx.x,
+                        blockDim.x, [&](float(&ss)[1]) { block_sum<1>(ss, scratch); });
   const bf16* orow = out + row * H;
   float amax = 0.0f;
 #pragma unroll
@@ -306,25 +302,25 @@ Status rms_norm(const bf16* x, bf16* residual, const bf16* w, int rows, int H, f
   return Status();
 }
 
-Status rms_norm_fp8(const bf16* x, bf16* residual, const bf16* w, int rows, int H, float eps,
-                    bf16* out, uint8_t* q, float* scale, cudaStream_t stream) {
+Status rms_norm_fp8(const bf16* x, const bf16* w, int rows, int H, float eps, bf16* out, uint8_t* q,
+                    float* scale, cudaStream_t stream) {
   if (rows < 0 || H < 8 || H % 8 != 0 || H > 8 * 4 * kMaxBlock)
     return Status::error("rms_norm_fp8: H {} must be a multiple of 8 in [8, {}] (rows {})", H,
                          8 * 4 * kMaxBlock, rows);
   if (!(eps >= 0.0f)) return Status::error("rms_norm_fp8: eps {} must be >= 0", eps);
   if (!detail::aligned16(x) || !detail::aligned16(out) || !detail::aligned16(w) ||
-      !detail::aligned16(q) || (residual && !detail::aligned16(residual)) || !scale)
+      !detail::aligned16(q) || !scale)
     return Status::error("rms_norm_fp8: rows must be 16-byte aligned and scale not null");
   if (rows == 0) return Status();
   const int chunks = H / 8;
   if (chunks <= 2 * kMaxBlock) {
     const dim3 block(((chunks + 1) / 2 + 31) / 32 * 32);
     CEILING_CUDA_RETURN(detail::launch_pdl(rms_norm_fp8_kernel<2>, dim3(rows), block, 0, stream, x,
-                                           residual, w, out, q, scale, H, eps));
+                                           w, out, q, scale, H, eps));
   } else {
     const dim3 block(((chunks + 3) / 4 + 31) / 32 * 32);
     CEILING_CUDA_RETURN(detail::launch_pdl(rms_norm_fp8_kernel<4>, dim3(rows), block, 0, stream, x,
-                                           residual, w, out, q, scale, H, eps));
+                                           w, out, q, scale, H, eps));
   }
   return Status();
 }

@@ -21,12 +21,11 @@ namespace ceiling::cuda {
 Status rms_norm(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* w, int rows,
                 int H, float eps, __nv_bfloat16* out, cudaStream_t stream);
 
-// rms_norm, and out's rows to E4M3 for the W8A8 GEMM in the same kernel: q [rows, H] e4m3 and
-// scale [rows] f32 are byte for byte what quantize_rows_fp8(out) (quantize_act.h) writes. H a
-// multiple of 8 up to 16384; x, residual, w, out, q 16-byte aligned.
-Status rms_norm_fp8(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* w,
-                    int rows, int H, float eps, __nv_bfloat16* out, uint8_t* q, float* scale,
-                    cudaStream_t stream);
+// rms_norm without a residual, and out's rows to E4M3 for the W8A8 GEMM in the same kernel:
+// q [rows, H] e4m3 and scale [rows] f32 are byte for byte what quantize_rows_fp8(out)
+// (quantize_act.h) writes. H a multiple of 8 up to 16384; x, w, out, q 16-byte aligned.
+Status rms_norm_fp8(const __nv_bfloat16* x, const __nv_bfloat16* w, int rows, int H, float eps,
+                    __nv_bfloat16* out, uint8_t* q, float* scale, cudaStream_t stream);
 
 // Per-head RMSNorm in place (Qwen3 q/k norm): x holds T tokens at `token_stride` elements apart,
 // each with `heads` consecutive rows of D (e.g. the q or k part of a fused QKV output, with
