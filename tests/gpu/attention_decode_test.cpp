@@ -1,7 +1,8 @@
 // Paged decode attention vs cpu::attention: awkward contexts (1, 15, 16, 17, block ends), batch 1
 // and primes, mixed lengths, shuffled block tables, GQA groups 1/4/8/20, head dims 64/128, every
 // block size, forced KV splits (including a sequence longer than the plan's bound), peaky softmax,
-// CUDA-graph capture, and rejection of unsupported shapes.
+// CUDA-graph capture, the warp kernel's head dims (8, 16, 32) and block sizes, and rejection of
+// unsupported shapes.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -221,6 +222,34 @@ TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
     EXPECT_NE(st.message().find("q row stride " + std::to_string(stride)), std::string::npos)
         << st.message();
   }
+}
+
+// Head dims the tiled kernels do not take (8, 16, 32) at any block size, and 64 at block sizes
+// they do not take: the warp kernel. GQA, awkward contexts, peaky softmax, q read strided, an fp8
+// cache with uneven scales, a graph-sized plan.
+TEST(AttentionDecode, WarpKernelSmallHeadDimsAnyBlockSize) {
+  ATTN_REQUIRE_GPU();
+  for (int d : {8, 16, 32})
+    for (int bs : {1, 3, 16, 512})
+      expect_matches_reference(decode({1, 15, 16, 17, 100, 700}, 8, 2, d, bs));
+  for (int bs : {1, 8, 24}) expect_matches_reference(decode({1, 33, 300}, 4, 4, 64, bs));
+  for (int d : {8, 32}) {
+    AttentionSpec s = decode({1, 40, 333, 17}, 8, 4, d, 16);
+    s.q_row_pad = 2 * 4 * d;
+    s.q_scale = 4.0f;
+    s.plan_max_seq_len = 4096;
+    expect_matches_reference(s);
+    s.fp8_kv = true;
+    s.k_scale = 0.0173f;
+    s.v_scale = 0.0091f;
+    expect_matches_reference(s);
+  }
+  cuda::DecodePlan plan;
+  ASSERT_TRUE(cuda::plan_decode_attention({64, 8, 4, 8, 16, 1024}, 132, &plan).ok());
+  EXPECT_TRUE(plan.warp);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  ASSERT_TRUE(cuda::plan_decode_attention({64, 8, 4, 64, 16, 1024}, 132, &plan).ok());
+  EXPECT_FALSE(plan.warp);
 }
 
 TEST(AttentionDecode, RejectsUnsupportedShapes) {

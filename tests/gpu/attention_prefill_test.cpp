@@ -2,8 +2,8 @@
 // already in the cache (chunked prefill), q_len 1..prime, mixed lengths and an empty sequence in
 // one batch, shuffled block tables, GQA groups 1/4/8, head dims 64/128, every block size, peaky
 // softmax, long contexts that cycle the K/V stages several times, each kernel (mma.sync; wgmma
-// wgmma_ws and wgmma_tma where built), CUDA-graph capture, the wgmma build check on Hopper, bad
-// shapes.
+// wgmma_ws and wgmma_tma where built), CUDA-graph capture, the wgmma build check on Hopper, the
+// warp kernel for head dims below 64 and other block sizes, bad shapes.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -160,6 +160,47 @@ TEST(AttentionPrefillFp8, PlanPicksMmaSyncAndRejectsWgmma) {
   const Status st = cuda::plan_prefill_attention(sh, &plan);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("does not read an fp8 cache"), std::string::npos) << st.message();
+}
+
+// The warp kernel: head dims 8, 16, 32 at any block size, and 64 at block sizes the tiled kernels
+// do not take; prefixes, an empty sequence, GQA, strided q, an fp8 cache. kAuto picks it for
+// exactly those shapes; asked for explicitly at head_dim 128 it is refused.
+TEST(AttentionPrefillWarp, SmallHeadDimsAnyBlockSize) {
+  ATTN_REQUIRE_GPU();
+  for (int d : {8, 16, 32})
+    for (int bs : {1, 7, 16})
+      expect_matches_reference(
+          spec(false, {5, 0, 130, 1, 64, 17}, {5, 40, 400, 1, 64, 100}, 8, 2, d, bs));
+  expect_matches_reference(spec(false, {3, 250, 1}, {19, 250, 700}, 8, 1, 64, 8));
+  for (int d : {8, 32}) {
+    AttentionSpec s = spec(false, {5, 130, 1, 64}, {5, 400, 1, 100}, 8, 4, d, 16);
+    s.q_row_pad = 2 * 4 * d;
+    s.q_scale = 4.0f;
+    expect_matches_reference(s);
+    s.fp8_kv = true;
+    s.k_scale = 0.0173f;
+    s.v_scale = 0.0091f;
+    expect_matches_reference(s);
+  }
+  AttentionSpec d64 = spec(false, {70, 150}, {90, 150}, 8, 2, 64, 16);  // the comparison at 64
+  d64.kernel = cuda::PrefillKernel::kWarp;
+  expect_matches_reference(d64);
+
+  cuda::PrefillPlan plan;
+  ASSERT_TRUE(cuda::plan_prefill_attention({2, 300, 8, 2, 32, 16}, &plan).ok());
+  EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kWarp);
+  ASSERT_TRUE(cuda::plan_prefill_attention({2, 300, 8, 2, 64, 8}, &plan).ok());
+  EXPECT_EQ(plan.kernel, cuda::PrefillKernel::kWarp);
+  ASSERT_TRUE(cuda::plan_prefill_attention({2, 300, 8, 2, 64, 16}, &plan).ok());
+  EXPECT_NE(plan.kernel, cuda::PrefillKernel::kWarp);
+  Status st =
+      cuda::plan_prefill_attention({2, 300, 8, 2, 128, 16, cuda::PrefillKernel::kWarp}, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("warp kernel unavailable for head_dim 128"), std::string::npos)
+      << st.message();
+  st = cuda::plan_prefill_attention({2, 300, 8, 2, 32, 16, cuda::PrefillKernel::kMmaSync}, &plan);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("head_dim 32"), std::string::npos) << st.message();
 }
 
 TEST(AttentionPrefillPlan, RejectsUnsupportedShapes) {

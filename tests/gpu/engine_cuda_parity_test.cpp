@@ -2,9 +2,10 @@
 // then decode steps teacher-forced with the CPU's greedy picks — CUDA graphs with padded buckets)
 // within the bf16 rounding noise of the same model (NoiseCheck), and greedy generations that
 // agree up to a near tie (kNearTieOfRms).
-// Models: the tiny presets written by make_test_model (head dims 16/32: the backend's fallback
-// attention), in-memory models with the library kernels' head dims 64/128 (GQA, bias, q/k norm),
-// and the real stories260K (f32 checkpoint: converted to bf16 on upload; head dim 8).
+// Models: the tiny presets written by make_test_model (head dims 16/32: the library's warp
+// attention kernel), in-memory models with the tiled kernels' head dims 64/128 (GQA, bias, q/k
+// norm), block sizes the tiled kernels do not take, and the real stories260K (f32 checkpoint:
+// converted to bf16 on upload; head dim 8: the narrow RoPE kernel too).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -33,17 +34,17 @@ int next_pow2(int n) {
 // against the CPU, judged against the bf16 rounding noise (NoiseCheck, engine_test_util.h).
 // `gw` (the GPU's upload) may differ from `w` in dtype only (f32 checkpoints). fp8_kv: both
 // backends round the cache through E4M3 with the layers' k_scale / v_scale (CpuOps in f32
-// storage, CudaOps in an E4M3 cache).
+// storage, CudaOps in an E4M3 cache). bs: the KV block size.
 void expect_step_parity(const ModelConfig& c, const ModelWeights& w, const ModelWeights& gw,
                         const std::vector<int>& lens, int chunk, int steps, uint64_t seed,
-                        bool fp8_kv = false) {
+                        bool fp8_kv = false, int bs = 16) {
   CpuOps cpu(CpuOpsOptions{.fp8_kv_cache = fp8_kv}),
       emu(CpuOpsOptions{.bf16_activations = true, .fp8_kv_cache = fp8_kv});
   cpu.upload(c, w);
   emu.upload(c, w);
   CudaOps gpu(CudaOpsOptions{.fp8_kv_cache = fp8_kv});
   gpu.upload(c, gw);
-  const int S = static_cast<int>(lens.size()), bs = 16;
+  const int S = static_cast<int>(lens.size());
   int longest = 0;
   for (int n : lens) longest = std::max(longest, n);
   const int blocks = S * ((longest + steps + bs - 1) / bs) + 2;
@@ -217,7 +218,7 @@ TEST(EngineCudaParity, QuantizedWeights) {
 TEST(EngineCudaParity, Fp8KvCache) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
-  for (int d : {128, 64}) {
+  for (int d : {128, 64, 32}) {  // 32: the warp attention kernel reading E4M3
     ModelConfig c = testing::small_config(Arch::kLlama);
     c.name = fmt::format("llama-d{}-kvfp8", d);
     c.hidden_size = 256;
@@ -243,6 +244,41 @@ TEST(EngineCudaParity, Fp8KvCache) {
       quantize_projections(q, WeightFormat::kFp8, 128, arena);
       expect_step_parity(c, q, q, {37, 5, 20}, 16, 10, seed + 5, true);
     }
+  }
+}
+
+// KV block sizes the tiled attention kernels do not take (8, 24) at head dim 64, and 24 at head
+// dim 32: the warp kernel reads the cache (bf16 and E4M3) in prefill and decode steps; head dim 128
+// refuses them with the library's error, naming both values.
+TEST(EngineCudaParity, OtherBlockSizes) {
+  ENGINE_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  for (int d : {64, 32}) {
+    ModelConfig c = testing::small_config(Arch::kLlama);
+    c.name = fmt::format("llama-d{}", d);
+    c.hidden_size = 256;
+    c.intermediate_size = 384;
+    c.vocab_size = 1000;
+    c.head_dim = d;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    const auto m = testing::make_random_model(c, DType::kBF16, seed + d);
+    if (d == 64) expect_step_parity(c, m->weights, m->weights, {37, 5, 20}, 16, 10, seed, false, 8);
+    expect_step_parity(c, m->weights, m->weights, {41, 3}, 16, 6, seed + 1, false, 24);
+    expect_step_parity(c, m->weights, m->weights, {41, 3}, 16, 6, seed + 2, true, 24);
+  }
+  ModelConfig c = testing::small_config(Arch::kLlama);
+  c.hidden_size = 256;
+  c.head_dim = 128;
+  c.num_heads = 2;
+  c.num_kv_heads = 2;
+  const auto m = testing::make_random_model(c, DType::kBF16, seed);
+  try {
+    expect_step_parity(c, m->weights, m->weights, {5}, 16, 1, seed, false, 8);
+    ADD_FAILURE() << "head_dim 128 with block size 8 was accepted";
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("head_dim 128 with block_size 8"), std::string::npos) << msg;
   }
 }
 

@@ -33,14 +33,15 @@ TEST(GpuGemvFused, MatchesUnfusedReference) {
   expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, 1, 4096, 14336), s);
 }
 
-// RoPE + KV write epilogue: 1..16 tokens, head_dim 16 / 64 / 128, GQA groups 1..4, a prime
+// RoPE + KV write epilogue: 1..16 tokens, head_dim 8 / 16 / 64 / 128, GQA groups 1..4, a prime
 // hidden size that is a multiple of 8; padding rows (slot -1) must not be written.
 TEST(GpuGemvFused, RopeEpilogueMatchesUnfusedReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (int M : {1, 2, 5, 16})
     for (const auto& [Hq, Hkv, D] :
-         {std::tuple{2, 2, 16}, std::tuple{4, 1, 64}, std::tuple{8, 2, 128}, std::tuple{3, 3, 64}})
+         {std::tuple{2, 2, 16}, std::tuple{4, 1, 64}, std::tuple{8, 2, 128}, std::tuple{3, 3, 64},
+          std::tuple{8, 4, 8}})
       for (int H : {8, 1048}) expect_case_passes(*bench::make_gemv_rope_case(M, H, Hq, Hkv, D), s);
   expect_case_passes(*bench::make_gemv_rope_case(1, 4096, 32, 8, 128), s);
   // M > 1 at the tensor-core kernel's other CTA shapes (chosen by N): N = 4096 (32-row CTAs)

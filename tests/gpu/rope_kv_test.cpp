@@ -1,6 +1,9 @@
 // Fused RoPE + paged KV write (and the Qwen3 q/k norm) vs cpu::rope + cpu::kv_write: scattered
-// blocks, contexts ending mid-block, skipped slots (-1), untouched cache slots still poisoned.
+// blocks, contexts ending mid-block, skipped slots (-1), untouched cache slots still poisoned;
+// head dims that are not multiples of 16 (the narrow kernel), with the norm and an fp8 cache.
 #include "bench/cases/rope_kv.h"
+
+#include <fmt/format.h>
 
 #include "gpu_test_util.h"
 #include "kernels/cuda/rope_kv.h"
@@ -16,7 +19,7 @@ TEST(GpuRopeKv, MatchesReference) {
   const int heads[][2] = {{1, 1}, {4, 2}, {32, 8}, {5, 1}};
   for (int T : {1, 3, 17, 100})
     for (const auto& [Hq, Hkv] : heads)
-      for (int D : {16, 64, 80, 128, 256})
+      for (int D : {8, 16, 24, 40, 64, 80, 128, 256})  // 8, 24, 40: the narrow kernel
         for (int bs : {1, 7, 16}) {
           bench::RopeKvShape sh;
           sh.T = T;
@@ -104,7 +107,7 @@ TEST(GpuRopeKv, Fp8Cache) {
   for (auto [ks, vs] : {std::pair{1.0f, 1.0f}, {0.0173f, 0.0091f}})
     for (int T : {1, 3, 17, 601})
       for (const auto& [Hq, Hkv] : heads)
-        for (int D : {64, 128})
+        for (int D : {8, 40, 64, 128})
           for (bool qk_norm : {false, true}) {
             bench::RopeKvShape sh;
             sh.T = T;
@@ -159,11 +162,13 @@ TEST(GpuRopeKv, RejectsUnsupportedHeadDim) {
   cuda::RopeKvArgs a;
   a.T = 1;
   a.Hq = a.Hkv = 1;
-  a.D = 72;
   a.block_size = a.num_blocks = 1;
-  const Status st = cuda::rope_kv_write(a, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("head_dim 72"), std::string::npos) << st.message();
+  for (int D : {73, 514, 0}) {
+    a.D = D;
+    const Status st = cuda::rope_kv_write(a, nullptr);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(fmt::format("head_dim {}", D)), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

@@ -151,7 +151,13 @@ class AttentionCase : public KernelCase {
     c.write_bytes = 1.0 * T_ * sp_.num_q_heads * sp_.head_dim * 2;
     c.flops = 4.0 * sp_.head_dim * sp_.num_q_heads * pairs;
     c.math = DType::kBF16;  // QK^T and PV on tensor cores
-    if (sp_.decode) {
+    if (warp_kernel()) {
+      // CUDA cores; each lane walks its keys in sequence, a block-table load and the dependent K
+      // and V loads per key (attention_warp.cu): two round trips a key of the longest context.
+      c.math = DType::kF32;
+      const int ctx = *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end());
+      c.round_trips = 1 + 2 * ((ctx + 31) / 32);
+    } else if (sp_.decode) {
       c.launches = 1;  // streaming: no wave model
     } else {
       int64_t tiles = 0;  // (head, query tile) CTAs that do work
@@ -227,8 +233,12 @@ class AttentionCase : public KernelCase {
     DevMem q, k, v, out;
   };
 
+  bool warp_kernel() const {
+    return sp_.decode ? dplan_.warp : pplan_.kernel == cuda::PrefillKernel::kWarp;
+  }
   std::string kernel_name() const {
-    return sp_.decode ? "decode_split_kv" : cuda::prefill_kernel_name(pplan_.kernel);
+    if (sp_.decode) return dplan_.warp ? "decode_warp" : "decode_split_kv";
+    return cuda::prefill_kernel_name(pplan_.kernel);
   }
   // The warp-specialized kernels' softmax and full diagonal tiles, counted from their SASS
   // (roofline::prefill_ws_work); the mma.sync and two-warpgroup wgmma kernels are not counted.
@@ -571,6 +581,12 @@ void register_attention_cases(CaseList& out) {
       out.push_back(make_attention_case(*s));
     }
   }
+  // The warp kernel (head dims below 64): stories260K's heads (8 q, 4 kv of 8) decoding 64
+  // sequences at context 1024, and its 512-token prompt; head_dim 32 at batch 16. The prediction
+  // (attention_warp.cu): latency-bound, 10-20x its bandwidth floor.
+  out.push_back(make_attention_case(uniform(true, 64, 1, 1024, 8, 4, 8, 16)));
+  out.push_back(make_attention_case(uniform(true, 16, 1, 1024, 8, 2, 32, 16)));
+  out.push_back(make_attention_case(uniform(false, 1, 512, 512, 8, 4, 8, 16)));
 }
 
 }  // namespace ceiling::bench

@@ -268,6 +268,12 @@ void register_rope_kv_cases(CaseList& out) {
       sh.cfg = c;
       out.push_back(make_rope_kv_case(sh));
     }
+  RopeKvShape narrow;  // stories260K's heads (8 q, 4 kv of 8): the narrow kernel
+  narrow.T = 4096;
+  narrow.Hq = 8;
+  narrow.Hkv = 4;
+  narrow.D = 8;
+  out.push_back(make_rope_kv_case(narrow));
 }
 
 }  // namespace ceiling::bench

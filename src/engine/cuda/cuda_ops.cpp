@@ -339,7 +339,7 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
     in = &h;
   }
   // Not fused: the per-head norm needs all of a head; the epilogue writes a bf16 cache only.
-  if (config_.qk_norm || fallback_rope_ || options_.fp8_kv_cache) {
+  if (config_.qk_norm || options_.fp8_kv_cache) {
     qkv_proj_into_pending(l, *in, &f, q, k, v, nullptr);
     if (config_.qk_norm) qk_norm(l, q, k);
     rope_kv_write(l, q, k, v, kv);
@@ -454,18 +454,15 @@ void CudaOps::rope_kv_write(int l, const TensorView& q, const TensorView& k, con
   a.Hq = c.num_heads;
   a.Hkv = c.num_kv_heads;
   a.D = c.head_dim;
-  (fallback_rope_ ? cuda_impl::fallback_rope_kv_write(a, stream_) : cuda::rope_kv_write(a, stream_))
-      .throw_if_error();
+  cuda::rope_kv_write(a, stream_).throw_if_error();
 }
 
 void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const TensorView& out) {
   const int rows = begin_op(kAttn, l, {q.data, out.data}, true, q, kTokens, true);
   check_rows(out, kTokens, "attention output");
   check_step_kv(kv, l);
-  // q is read in place from the fused QKV output (its rows q_dim + 2·kv_dim apart); only the
-  // fallback kernel for other head dims needs contiguous rows (a split first).
-  const bool fusedq =
-      pending_.valid && pending_.q == q.data && (pending_.rows == 1 || !fallback_attention_);
+  // q is read in place from the fused QKV output (its rows q_dim + 2·kv_dim apart).
+  const bool fusedq = pending_.valid && pending_.q == q.data;
   if (!fusedq) touch_qkv({q.data, out.data});
   if (!launching()) return;
   const ModelConfig& c = config_;
@@ -473,27 +470,6 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
   const bf16* qp = fusedq ? qkv_ : bf16_ptr(q, "q");
   const int64_t q_stride = fusedq ? c.q_dim() + 2 * c.kv_dim() : c.q_dim();
   bf16* op = bf16_ptr(out, "attention output");
-  if (fallback_attention_) {
-    cuda_impl::FallbackAttnArgs a;
-    a.q = qp;
-    a.k_cache = static_cast<const bf16*>(kv.k[l].data);
-    a.v_cache = static_cast<const bf16*>(kv.v[l].data);
-    a.out = op;
-    a.query_start = dev<int32_t>(meta_.query_start);
-    a.seq_lens = dev<int32_t>(meta_.seq_lens);
-    a.block_tables = dev<int32_t>(meta_.tables);
-    a.max_blocks = meta_.mb_cap;
-    a.num_blocks = kv.num_blocks + 1;
-    a.block_size = kv.block_size;
-    a.S = seqs_;
-    a.T = rows;
-    a.Hq = c.num_heads;
-    a.Hkv = c.num_kv_heads;
-    a.D = c.head_dim;
-    a.scale = scale;
-    cuda_impl::fallback_attention(a, stream_).throw_if_error();
-    return;
-  }
   cuda::PagedKvDevice pk{kv.k[l].data,  kv.v[l].data,   kv.num_blocks + 1,
                          kv.block_size, c.num_kv_heads, c.head_dim};
   pk.format = kv_format();

@@ -183,11 +183,10 @@ class CudaOps final : public Ops {
   }
 
   // The fused QKV output stays in qkv_ after qkv_proj ("pending"): qk_norm, rope_kv_write and
-  // attention (q rows (Q + 2·KV) apart; the fallback kernel for a single token only) read it
-  // there, so a step runs no split kernel. The q/k/v views get their values (split_qkv) as soon
-  // as anything else reads or writes them —
-  // another op, to_host/from_host, or the next qkv_proj into other views — so the Ops contract
-  // holds for every caller that goes through the Ops.
+  // attention (q rows (Q + 2·KV) apart) read it there, so a step runs no split kernel. The q/k/v
+  // views get their values (split_qkv) as soon as anything else reads or writes them — another op,
+  // to_host/from_host, or the next qkv_proj into other views — so the Ops contract holds for every
+  // caller that goes through the Ops.
   struct PendingQkv {
     void* q = nullptr;
     void* k = nullptr;
@@ -281,7 +280,6 @@ class CudaOps final : public Ops {
   size_t attn_ws_bytes_ = 0;
   cuda::DecodePlan decode_plan_;
   cuda::PrefillPlan prefill_plan_;
-  bool fallback_attention_ = false, fallback_rope_ = false;
 
   // Graphs, keyed by the bucket B, valid for graph_kv_ (the cache they were captured with).
   std::map<int, Graph> graphs_;

@@ -6,6 +6,7 @@
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/engine_kernels.h"
 #include "kernels/cpu/ref.h"
+#include "kernels/cuda/attention.h"
 
 namespace ceiling::engine {
 
@@ -53,10 +54,8 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
   CEILING_ENSURE(!uploaded_, "CudaOps::upload: weights were already uploaded");
   check_weights(config, host, Device::kCpu);
   const int D = config.head_dim;
-  CEILING_ENSURE(D == 64 || D == 128 || cuda_impl::fallback_attention_supports(D),
+  CEILING_ENSURE(cuda::attention_head_dim_supported(D),
                  "cuda: head_dim {} not supported (8, 16, 32, 64, 128)", D);
-  CEILING_ENSURE(!options_.fp8_kv_cache || D == 64 || D == 128,
-                 "cuda: --kv-cache-dtype fp8 needs head_dim 64 or 128 (got {})", D);
   const auto t0 = std::chrono::steady_clock::now();
   weights_ = cuda_impl::upload_weights(config, host, stream_, options_.upload_progress);
   stats_.upload_ms =
@@ -69,7 +68,6 @@ const ModelWeights& CudaOps::upload(const ModelConfig& config, const ModelWeight
   inv_freq_ = static_cast<float*>(arena_.allocate(inv.size() * sizeof(float)));
   CEILING_CUDA_CHECK(
       cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
-  fallback_rope_ = D % 16 != 0;
   uploaded_ = true;
   return weights_.views;
 }

@@ -20,10 +20,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
 }
 
-bool library_block_size(int bs) {
-  return bs == 16 || bs == 32 || bs == 64 || bs == 128 || bs == 256;
-}
-
 }  // namespace
 
 const CudaOps::KvAlloc& CudaOps::find_kv(const KvCache& kv) const {
@@ -176,40 +172,32 @@ void CudaOps::pack_step(const StepBatch& step, int dummy_block) {
 void CudaOps::plan_step(const KvCache& kv, bool graph) {
   const ModelConfig& c = config_;
   const int D = c.head_dim, bs = kv.block_size;
-  fallback_attention_ = !((D == 64 || D == 128) && library_block_size(bs));
-  CEILING_ENSURE(!fallback_attention_ || cuda_impl::fallback_attention_supports(D),
-                 "cuda: attention with head_dim {} needs a KV block size of 16, 32, 64, 128 or "
-                 "256 (got {})",
-                 D, bs);
-  CEILING_ENSURE(
-      !fallback_attention_ || !options_.fp8_kv_cache,
-      "cuda: --kv-cache-dtype fp8 needs a KV block size of 16, 32, 64, 128 or 256 (got {})", bs);
-  if (!fallback_attention_) {
-    size_t ws = 0;
-    if (decode_) {
-      // A graph (and its warm-up) serves every context the block table can hold; an eager
-      // step its own.
-      cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
-                           D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
-      sh.kv_format = kv_format();
-      cuda::plan_decode_attention(sh, &decode_plan_).throw_if_error();
-      ws = decode_plan_.workspace_bytes;
-    } else {
-      cuda::PrefillShape sh;
-      sh.num_seqs = seqs_;
-      sh.num_tokens = rows_;
-      sh.num_q_heads = c.num_heads;
-      sh.num_kv_heads = c.num_kv_heads;
-      sh.head_dim = D;
-      sh.block_size = bs;
-      sh.kv_format = kv_format();
-      cuda::plan_prefill_attention(sh, &prefill_plan_).throw_if_error();
-      ws = prefill_plan_.workspace_bytes;
-    }
-    if (ws > attn_ws_bytes_) {
-      attn_ws_ = arena_.allocate(ws);  // never freed: captured graphs keep the old one
-      attn_ws_bytes_ = ws;
-    }
+  // The library picks the kernel: a tiled one, or the warp kernel for head dims below 64 and
+  // other block sizes (an unsupported pair is its error).
+  size_t ws = 0;
+  if (decode_) {
+    // A graph (and its warm-up) serves every context the block table can hold; an eager
+    // step its own.
+    cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
+                         D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
+    sh.kv_format = kv_format();
+    cuda::plan_decode_attention(sh, &decode_plan_).throw_if_error();
+    ws = decode_plan_.workspace_bytes;
+  } else {
+    cuda::PrefillShape sh;
+    sh.num_seqs = seqs_;
+    sh.num_tokens = rows_;
+    sh.num_q_heads = c.num_heads;
+    sh.num_kv_heads = c.num_kv_heads;
+    sh.head_dim = D;
+    sh.block_size = bs;
+    sh.kv_format = kv_format();
+    cuda::plan_prefill_attention(sh, &prefill_plan_).throw_if_error();
+    ws = prefill_plan_.workspace_bytes;
+  }
+  if (ws > attn_ws_bytes_) {
+    attn_ws_ = arena_.allocate(ws);  // never freed: captured graphs keep the old one
+    attn_ws_bytes_ = ws;
   }
   if (graph) {  // cuBLASLt planning is host work: do it before the capture
     const int M = rows_;

@@ -5,7 +5,9 @@
 //   q, out   [T, Hq, D]                       T = tokens of the step
 //   K, V     [num_blocks, Hkv, block_size, D]  one head's block_size×D tile contiguous
 //   query head h reads KV head h / (Hq / Hkv).
-// Supported: head_dim 64 or 128; block_size 16, 32, 64, 128 or 256; Hq a multiple of Hkv.
+// Supported: head_dim 64 or 128 with block_size 16, 32, 64, 128 or 256 (the tiled kernels), and
+// head_dim 8, 16, 32 or 64 with any block size (the warp kernel, attention_warp.cu: one warp per
+// query token and head, for small models); Hq a multiple of Hkv. plan_* picks the kernel.
 //
 // Plan → run: plan_* is host-only (validates shapes, picks splits / tiles, sizes the workspace);
 // run_* only launches kernels on `stream` — no allocation, no sync, no host read of device data —
@@ -53,6 +55,10 @@ struct AttnBatchDevice {
   int max_blocks = 0;
 };
 
+// Whether some kernel takes head_dim (with block sizes 16..256; the warp kernel's head dims with
+// any block size): 8, 16, 32, 64 or 128.
+bool attention_head_dim_supported(int head_dim);
+
 // ---- decode -----------------------------------------------------------------------------------
 
 struct DecodeShape {
@@ -77,6 +83,8 @@ struct DecodePlan {
   int stages = 3;
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;
+  // The warp kernel (a shape the split-KV kernel does not take): no splits, no workspace.
+  bool warp = false;
 };
 
 // Chooses the KV split for the current device (reads its SM count).
@@ -107,8 +115,10 @@ enum class PrefillKernel {
   kWgmmaWs,   // FlashAttention-3 style: producer warpgroup + 2 ping-ponging consumer warpgroups
               // with softmax/MMA overlap (sm_90a, when built); the producer gathers with cp.async
   kWgmmaTma,  // the same with a TMA producer (one warp, a tensor copy per cache block and panel)
+  kWarp,      // one warp per (token, query head), CUDA cores: head dims 8..64, any block size
+              // (attention_warp.cu); kAuto takes it for the shapes the tiled kernels do not
 };
-// "mma_sync", "wgmma", "wgmma_ws", "wgmma_tma" ("auto" for kAuto).
+// "mma_sync", "wgmma", "wgmma_ws", "wgmma_tma", "warp" ("auto" for kAuto).
 const char* prefill_kernel_name(PrefillKernel kernel);
 
 // Whether plan_prefill_attention accepts `kernel` for head_dim on the current device (kAuto and
@@ -123,15 +133,16 @@ struct PrefillShape {
   int head_dim = 0;
   int block_size = 0;
   PrefillKernel kernel = PrefillKernel::kAuto;
-  // An fp8 cache is read by the mma.sync kernel only (kAuto resolves to it; the wgmma kernels
-  // refuse it): its K/V tiles land as E4M3 and are converted to f16 in shared memory.
+  // An fp8 cache is read by the mma.sync kernel (kAuto resolves to it for the tiled shapes; the
+  // wgmma kernels refuse it): its K/V tiles land as E4M3 and are converted to f16 in shared
+  // memory. The warp kernel reads it too.
   KvFormat kv_format = KvFormat::kBF16;
 };
 
 struct PrefillPlan {
   PrefillShape shape;
   PrefillKernel kernel = PrefillKernel::kMmaSync;  // resolved
-  int block_m = 0;                                 // query rows per CTA
+  int block_m = 0;                                 // query rows per CTA (warp kernel: 1)
   int tile_slots = 0;  // CTAs per head: ≥ Σ_s ceil(q_len_s / block_m) for any split of T into S
   size_t workspace_bytes = 0;
 };

@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -125,6 +126,34 @@ inline Status check_q_stride(const char* op, int64_t q_stride, int hq, int head_
                          q_stride, hq * head_dim);
   return Status::ok_status();
 }
+
+// Whether the tiled kernels (decode split-KV, the prefill kernels) take this shape; plan_* picks
+// the warp kernel (attention_warp.cu) for the rest it takes.
+inline bool tiled_kernels_take(int head_dim, int block_size) {
+  return (head_dim == 64 || head_dim == 128) &&
+         (block_size == 16 || block_size == 32 || block_size == 64 || block_size == 128 ||
+          block_size == 256);
+}
+
+// The warp kernel (attention_warp.cu): one warp per (token, query head); head_dim 8, 16, 32 or
+// 64, any block size ≥ 1, a bf16 or fp8 cache. Shapes as attention.h's; fp8 values are read as
+// stored (the k scale folded into scale_log2, the v scale into out_scale, as the tiled kernels).
+struct WarpAttnParams {
+  const __nv_bfloat16* q = nullptr;  // [T, Hq, D], rows q_stride elements apart
+  int64_t q_stride = 0;
+  const void* k = nullptr;  // [num_blocks, Hkv, block_size, D] bf16, or E4M3 bytes (fp8)
+  const void* v = nullptr;
+  __nv_bfloat16* out = nullptr;           // [T, Hq, D]
+  const int32_t* query_start = nullptr;   // [S+1]; null: decode, token s is sequence s's new one
+  const int32_t* seq_lens = nullptr;      // [S]
+  const int32_t* block_tables = nullptr;  // [S, max_blocks]
+  int num_seqs = 0, num_tokens = 0, max_blocks = 0, num_blocks = 0, block_size = 0;
+  int hq = 0, hkv = 0, head_dim = 0;
+  bool fp8 = false;
+  float scale_log2 = 0, out_scale = 1;
+};
+bool warp_kernel_head_dim(int head_dim);
+Status run_warp_attention(const WarpAttnParams& p, cudaStream_t stream);
 
 // Calls f.template operator()<D, BS>() for the runtime (head_dim, block_size); the only place
 // where these become template constants. Unsupported values come back as a Status naming them.

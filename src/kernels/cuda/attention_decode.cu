@@ -399,8 +399,13 @@ Status check_shape(const DecodeShape& sh) {
   if (sh.min_split_tokens < 0 || sh.min_split_tokens % kTile != 0)
     return Status::error("decode attention: min_split_tokens {} is not a multiple of {}",
                          sh.min_split_tokens, kTile);
-  return dispatch_head_block(sh.head_dim, sh.block_size,
-                             [&]<int D, int BS>() { return Status::ok_status(); });
+  if (tiled_kernels_take(sh.head_dim, sh.block_size) ||
+      (warp_kernel_head_dim(sh.head_dim) && sh.block_size >= 1))
+    return Status::ok_status();
+  return Status::error(
+      "decode attention: head_dim {} with block_size {} not built (head_dim 64 or 128 with "
+      "block_size 16, 32, 64, 128 or 256; head_dim 8, 16, 32 or 64 with any block size)",
+      sh.head_dim, sh.block_size);
 }
 
 }  // namespace
@@ -410,6 +415,11 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   if (num_sms < 1) return Status::error("decode attention: num_sms {} < 1", num_sms);
   DecodePlan pl;
   pl.shape = shape;
+  if (!tiled_kernels_take(shape.head_dim, shape.block_size)) {  // no splits, no workspace
+    pl.warp = true;
+    *plan = pl;
+    return Status::ok_status();
+  }
   pl.q_chunks = ceil_div(shape.num_q_heads / shape.num_kv_heads, 16);
   // Split the context only when (sequence, KV head) pairs leave most CTA slots idle.
   const int64_t work = static_cast<int64_t>(shape.num_seqs) * shape.num_kv_heads * pl.q_chunks;
@@ -478,6 +488,29 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
   if (plan.workspace_bytes > 0 && !workspace)
     return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
 
+  const bool fp8 = kv.format == KvFormat::kFP8;
+  if (plan.warp) {
+    WarpAttnParams w;
+    w.q = static_cast<const __nv_bfloat16*>(q);
+    w.q_stride = q_stride;
+    w.k = kv.k;
+    w.v = kv.v;
+    w.out = static_cast<__nv_bfloat16*>(out);
+    w.seq_lens = seq_lens;
+    w.block_tables = block_tables;
+    w.num_seqs = w.num_tokens = sh.num_seqs;
+    w.max_blocks = max_blocks;
+    w.num_blocks = kv.num_blocks;
+    w.block_size = sh.block_size;
+    w.hq = sh.num_q_heads;
+    w.hkv = sh.num_kv_heads;
+    w.head_dim = sh.head_dim;
+    w.fp8 = fp8;
+    w.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
+    w.out_scale = fp8 ? kv.v_scale : 1.0f;
+    return run_warp_attention(w, stream);
+  }
+
   DecodeParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);
   p.q_stride = q_stride;
@@ -502,7 +535,6 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
   p.q_chunks = plan.q_chunks;
   p.min_split = plan.min_split_tokens;
   p.max_splits = plan.max_splits;
-  const bool fp8 = kv.format == KvFormat::kFP8;
   p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
   p.out_scale = fp8 ? kv.v_scale : 1.0f;
 

@@ -236,6 +236,8 @@ const char* prefill_kernel_name(PrefillKernel kernel) {
       return "wgmma_ws";
     case PrefillKernel::kWgmmaTma:
       return "wgmma_tma";
+    case PrefillKernel::kWarp:
+      return "warp";
   }
   return "?";
 }
@@ -248,7 +250,14 @@ bool prefill_kernel_available(PrefillKernel kernel, int head_dim, const char** w
       return sm90::prefill_wgmma_available(head_dim, why);
     case PrefillKernel::kWgmmaTma:
       return sm90::prefill_wgmma_available(head_dim, why) && sm90::prefill_tma_available(why);
+    case PrefillKernel::kWarp:
+      if (warp_kernel_head_dim(head_dim)) return true;
+      if (why) *why = "head_dim is not 8, 16, 32 or 64";
+      return false;
     case PrefillKernel::kAuto:
+      if (head_dim == 64 || head_dim == 128 || warp_kernel_head_dim(head_dim)) return true;
+      if (why) *why = "head_dim is not 8, 16, 32, 64 or 128";
+      return false;
     case PrefillKernel::kMmaSync:
       break;
   }
@@ -265,17 +274,30 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   if (sh.num_kv_heads < 1 || sh.num_q_heads < 1 || sh.num_q_heads % sh.num_kv_heads != 0)
     return Status::error("prefill attention: num_q_heads {} is not a multiple of num_kv_heads {}",
                          sh.num_q_heads, sh.num_kv_heads);
-  CEILING_RETURN_IF_ERROR(dispatch_head_block(
-      sh.head_dim, sh.block_size, [&]<int D, int BS>() { return Status::ok_status(); }));
+  if (sh.block_size < 1)
+    return Status::error("prefill attention: block_size {} < 1", sh.block_size);
   PrefillPlan pl;
   pl.shape = sh;
   pl.kernel = sh.kernel;
+  const bool tiled = tiled_kernels_take(sh.head_dim, sh.block_size);
+  if (pl.kernel == PrefillKernel::kAuto && !tiled) {
+    if (!warp_kernel_head_dim(sh.head_dim))
+      return Status::error(
+          "prefill attention: head_dim {} with block_size {} not built (head_dim 64 or 128 with "
+          "block_size 16, 32, 64, 128 or 256; head_dim 8, 16, 32 or 64 with any block size)",
+          sh.head_dim, sh.block_size);
+    pl.kernel = PrefillKernel::kWarp;
+  }
+  if (pl.kernel != PrefillKernel::kWarp)
+    CEILING_RETURN_IF_ERROR(dispatch_head_block(
+        sh.head_dim, sh.block_size, [&]<int D, int BS>() { return Status::ok_status(); }));
   const bool fp8 = sh.kv_format == KvFormat::kFP8;
-  if (fp8 && pl.kernel != PrefillKernel::kAuto && pl.kernel != PrefillKernel::kMmaSync)
+  if (fp8 && pl.kernel != PrefillKernel::kAuto && pl.kernel != PrefillKernel::kMmaSync &&
+      pl.kernel != PrefillKernel::kWarp)
     return Status::error(
         "prefill attention: the {} kernel does not read an fp8 cache (mma_sync does)",
         prefill_kernel_name(pl.kernel));
-  if (fp8) pl.kernel = PrefillKernel::kMmaSync;
+  if (fp8 && pl.kernel == PrefillKernel::kAuto) pl.kernel = PrefillKernel::kMmaSync;
   if (pl.kernel == PrefillKernel::kAuto)
     pl.kernel =
         prefill_kernel_available(PrefillKernel::kWgmmaTma, sh.head_dim)  ? PrefillKernel::kWgmmaTma
@@ -285,6 +307,11 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   if (!prefill_kernel_available(pl.kernel, sh.head_dim, &why))
     return Status::error("prefill attention: {} kernel unavailable for head_dim {}: {}",
                          prefill_kernel_name(pl.kernel), sh.head_dim, why ? why : "unknown");
+  if (pl.kernel == PrefillKernel::kWarp) {  // a warp per (token, head): no tiles, no workspace
+    pl.block_m = 1;
+    *plan = pl;
+    return Status::ok_status();
+  }
   const bool wgmma = pl.kernel != PrefillKernel::kMmaSync;
   pl.block_m = wgmma ? sm90::kPrefillBlockM : kBM;
   // Σ_s ceil(q_len_s / BM) ≤ ceil(T / BM) + S - 1 for any split of T tokens into S sequences.
@@ -339,6 +366,29 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_s
   const bool fp8 = kv.format == KvFormat::kFP8;
   p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
   p.out_scale = fp8 ? kv.v_scale : 1.0f;
+  if (plan.kernel == PrefillKernel::kWarp) {
+    WarpAttnParams w;
+    w.q = p.q;
+    w.q_stride = q_stride;
+    w.k = kv.k;
+    w.v = kv.v;
+    w.out = p.out;
+    w.query_start = batch.query_start;
+    w.seq_lens = batch.seq_lens;
+    w.block_tables = batch.block_tables;
+    w.num_seqs = sh.num_seqs;
+    w.num_tokens = sh.num_tokens;
+    w.max_blocks = batch.max_blocks;
+    w.num_blocks = kv.num_blocks;
+    w.block_size = sh.block_size;
+    w.hq = sh.num_q_heads;
+    w.hkv = sh.num_kv_heads;
+    w.head_dim = sh.head_dim;
+    w.fp8 = fp8;
+    w.scale_log2 = p.scale_log2;
+    w.out_scale = p.out_scale;
+    return run_warp_attention(w, stream);
+  }
   if (plan.kernel == PrefillKernel::kWgmmaWs || plan.kernel == PrefillKernel::kWgmmaTma)
     return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
                                       plan.tile_slots, plan.kernel == PrefillKernel::kWgmmaTma,

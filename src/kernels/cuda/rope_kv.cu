@@ -233,6 +233,85 @@ __global__ void __launch_bounds__(U == 1 ? 1024 : 256, U == 1          ? 1
   }
 }
 
+// Head dims the vectorized kernel does not take (D % 16 != 0: stories260K's 8, 24, 40, ...; any
+// even D ≤ 512, 2-byte alignment): a CTA of 4 warps a token, a warp a task, lanes over the D/2
+// rotation pairs (i, i + D/2). Same arithmetic as rope_kv_kernel: norm, rotation and the fp8
+// conversion of the bf16-rounded value in fp32. Small models only: no staging, scalar loads.
+template <bool kNorm, bool kFp8>
+__global__ void __launch_bounds__(128) rope_kv_narrow_kernel(RopeKvArgs a) {
+  __shared__ float table[512];  // cos [D/2], then sin [D/2]
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
+  const int64_t t = blockIdx.x;
+  const int half = a.D / 2, lane = threadIdx.x % 32, tasks = a.Hq + 2 * a.Hkv;
+  for (int i = threadIdx.x; i < half; i += blockDim.x)
+    sincosf(static_cast<float>(a.positions[t]) * a.inv_freq[i], &table[half + i], &table[i]);
+  __syncthreads();
+  const int slot = a.slot_mapping[t];
+  const bool write = slot >= 0 && slot < static_cast<int64_t>(a.num_blocks) * a.block_size;
+  const int64_t cache_row0 =
+      write ? (static_cast<int64_t>(slot / a.block_size) * a.Hkv * a.block_size +
+               slot % a.block_size) *
+                  a.D
+            : 0;
+  // Element e of head `head` of a cache: bf16 as computed, or e4m3 of that bf16 value.
+  const auto store_kv = [&](void* cache, int head, int e, bf16 x, float scale_inv) {
+    const int64_t off = cache_row0 + static_cast<int64_t>(head) * a.block_size * a.D + e;
+    if constexpr (kFp8)
+      static_cast<uint8_t*>(cache)[off] = detail::e4m3x1(__bfloat162float(x), scale_inv);
+    else
+      static_cast<bf16*>(cache)[off] = x;
+  };
+  for (int h = threadIdx.x / 32; h < tasks; h += blockDim.x / 32) {  // uniform per warp
+    const TaskRef r = task_of(h, a.Hq, a.Hkv);
+    const bf16* src = task_src(a, t, r);
+    if (r.kind == 2) {  // v: a bit-exact copy
+      if (write)
+        for (int e = lane; e < a.D; e += 32) store_kv(a.v_cache, r.head, e, src[e], a.v_scale_inv);
+      continue;
+    }
+    float inv = 1.0f;
+    if (kNorm) {
+      float ss = 0.0f;
+      for (int e = lane; e < a.D; e += 32) {
+        const float x = __bfloat162float(src[e]);
+        ss += x * x;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      inv = rsqrtf(ss / static_cast<float>(a.D) + a.norm_eps);
+    }
+    if (r.kind == 1 && !write) continue;
+    const bf16* nw = r.kind == 0 ? a.q_norm_w : a.k_norm_w;
+    for (int i = lane; i < half; i += 32) {  // each lane reads and writes its own pairs only
+      float x0 = __bfloat162float(src[i]), x1 = __bfloat162float(src[i + half]);
+      if (kNorm) {
+        x0 *= inv * __bfloat162float(nw[i]);
+        x1 *= inv * __bfloat162float(nw[i + half]);
+      }
+      const float cs = table[i], sn = table[half + i];
+      const bf16 y0 = __float2bfloat16_rn(x0 * cs - x1 * sn);
+      const bf16 y1 = __float2bfloat16_rn(x1 * cs + x0 * sn);
+      if (r.kind == 0) {
+        bf16* dst = a.q + t * a.q_stride + static_cast<int64_t>(r.head) * a.D;
+        dst[i] = y0;
+        dst[i + half] = y1;
+      } else {
+        store_kv(a.k_cache, r.head, i, y0, a.k_scale_inv);
+        store_kv(a.k_cache, r.head, i + half, y1, a.k_scale_inv);
+      }
+    }
+  }
+}
+
+cudaError_t launch_narrow(const RopeKvArgs& a, cudaStream_t stream) {
+  const bool fp8 = a.kv_format == KvFormat::kFP8;
+  auto* kern =
+      a.q_norm_w ? (fp8 ? rope_kv_narrow_kernel<true, true> : rope_kv_narrow_kernel<true, false>)
+                 : (fp8 ? rope_kv_narrow_kernel<false, true> : rope_kv_narrow_kernel<false, false>);
+  return detail::launch_pdl(kern, dim3(a.T), dim3(128), 0, stream, a);
+}
+
 // Prefill sizes from this many tokens on.
 constexpr int kPrefillFrom = 512;
 
@@ -264,14 +343,14 @@ Status check_args(const RopeKvArgs& a) {
   if (a.T < 0 || a.Hq < 0 || a.Hkv <= 0 || a.block_size <= 0 || a.num_blocks <= 0)
     return Status::error("rope_kv_write: bad shape T {} Hq {} Hkv {} block_size {} num_blocks {}",
                          a.T, a.Hq, a.Hkv, a.block_size, a.num_blocks);
-  if (a.D % 16 != 0 || a.D <= 0 || a.D > 512)
-    return Status::error("rope_kv_write: head_dim {} not supported (a multiple of 16, at most 512)",
-                         a.D);
+  if (a.D % 2 != 0 || a.D <= 0 || a.D > 512)
+    return Status::error("rope_kv_write: head_dim {} not supported (even, at most 512)", a.D);
   if ((a.q_norm_w == nullptr) != (a.k_norm_w == nullptr))
     return Status::error("rope_kv_write: q_norm_w and k_norm_w must be given together");
   if (a.kv_format == KvFormat::kFP8 && !(a.k_scale_inv > 0.0f && a.v_scale_inv > 0.0f))
     return Status::error("rope_kv_write: fp8 cache reciprocal scales k {} v {} must be positive",
                          a.k_scale_inv, a.v_scale_inv);
+  if (a.D % 16 != 0) return Status();  // the narrow kernel: element accesses, any alignment
   const void* ptrs[] = {a.q, a.k, a.v, a.k_cache, a.v_cache};
   for (const void* p : ptrs)
     if (!detail::aligned16(p))
@@ -309,6 +388,10 @@ Status rope_kv_write_with_config(const RopeKvArgs& a, const RopeKvConfig& cfg,
     return Status::error("rope_kv_write: configuration {} not built (1..{} tokens, 1 or 4 tasks)",
                          rope_kv_config_name(cfg), kMaxTokensPerCta);
   if (a.T == 0) return Status();
+  if (a.D % 16 != 0) {  // one kernel for every configuration
+    CEILING_CUDA_RETURN(launch_narrow(a, stream));
+    return Status();
+  }
   const int lanes = a.D / 16;
   switch (lanes <= 4 ? 4 : lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32) {
     case 4:

@@ -40,8 +40,9 @@ struct RopeKvArgs {
   int T = 0, Hq = 0, Hkv = 0, D = 0;
 };
 
-// D must be a multiple of 16 (at most 512) and every base pointer and stride 16-byte aligned;
-// otherwise the Status names the value.
+// D even and at most 512. A multiple of 16 takes the vectorized kernel, which needs every base
+// pointer and stride 16-byte aligned; other head dims (stories260K's 8) a narrow kernel with
+// element accesses (rope_kv.cu). Otherwise the Status names the value.
 Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream);
 
 // How the work is spread: tokens per CTA (1..4), and tasks (heads of a token) per thread, 1 or 4.

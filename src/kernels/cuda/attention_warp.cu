@@ -1,0 +1,179 @@
+// The warp attention kernel: paged causal GQA attention (decode and varlen prefill, meaning
+// cpu::attention) for the head dims and block sizes the tiled kernels do not take — head_dim 8,
+// 16, 32 (stories260K, the tiny test presets) and 64 with any block size, over a bf16 or fp8
+// cache. plan_decode_attention / plan_prefill_attention pick it (attention.h).
+//
+// One warp per (token, query head): the context's keys strided over the 32 lanes, each lane an
+// online softmax (exp2, scores pre-scaled by log2 e) over its keys with q and its accumulator in
+// registers (2·D floats), merged across the lanes at the end. Every K/V row is read by the group's
+// query heads (GQA) from L1/L2 and the prefill's tokens re-read their prefix: no tiling, no
+// tensor cores. For small models, where a step is launch-bound anyway.
+//
+// Prediction for the bench case (stories260K's heads, 8 q / 4 kv of 8, decode of 64 sequences at
+// context 1024, bf16 cache): 8.4 MB of K/V, 2.8 µs at 3 TB/s. The kernel cannot get near that: 512
+// warps (128 CTAs, under one per SM) each walk 32 keys a lane in sequence, and every key is a
+// block-table load followed by dependent K and V loads — ~32 × 2 round trips of ~0.5–1 µs, so
+// 30–60 µs, latency-bound. Coverage is the point, with the tiled kernels' contract (PDL, q row
+// stride, fp8 cache, graph-safe); a model this small is launch-bound (each of its ~100 kernels a
+// step costs ~2–3 µs of launch and ramp anyway).
+
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace ceiling::cuda::attn {
+namespace {
+
+constexpr int kWarps = 4;
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Eight cache values from element offset off as fp32 (fp8: the stored E4M3 values, unscaled).
+template <bool kFp8>
+__device__ __forceinline__ void load8(const void* cache, int64_t off, float (&f)[8]) {
+  if constexpr (kFp8) {
+    const uint2 w = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + off);
+    const uint4 h = detail::fp8x8_f16(w.x, w.y);
+    const uint32_t hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&hw[i]));
+      f[2 * i] = p.x;
+      f[2 * i + 1] = p.y;
+    }
+  } else {
+    detail::to_float8(detail::as_bf16x8(*reinterpret_cast<const uint4*>(
+                          static_cast<const __nv_bfloat16*>(cache) + off)),
+                      f);
+  }
+}
+
+template <int D, bool kFp8>
+__global__ void __launch_bounds__(kWarps * 32) warp_attention_kernel(WarpAttnParams p) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
+  const int w = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (w >= p.num_tokens * p.hq) return;  // whole warps leave together
+  const int t = w / p.hq, h = w % p.hq;
+  int s = t, first = t;  // decode: token s is sequence s's one new token
+  if (p.query_start) {   // the largest s with query_start[s] <= t
+    int lo = 0, hi = p.num_seqs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (p.query_start[mid] <= t)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    s = lo;
+    first = p.query_start[s];
+  }
+  const int q_len = p.query_start ? p.query_start[s + 1] - first : 1;
+  const int keys = p.seq_lens[s] - q_len + (t - first) + 1;  // this token sees keys [0, keys)
+  const int hk = h / (p.hq / p.hkv);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
+
+  float q[D], acc[D];
+  const __nv_bfloat16* qp = p.q + t * p.q_stride + static_cast<int64_t>(h) * D;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    q[d] = __bfloat162float(qp[d]) * p.scale_log2;
+    acc[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int j = lane; j < keys; j += 32) {
+    const int blk = table[j / p.block_size];
+    const bool ok = blk >= 0 && blk < p.num_blocks;  // outside: reads as zeros
+    const int64_t off =
+        ((static_cast<int64_t>(ok ? blk : 0) * p.hkv + hk) * p.block_size + j % p.block_size) * D;
+    float score = 0.0f;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float k[8] = {};
+      if (ok) load8<kFp8>(p.k, off + 8 * c, k);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) score += q[8 * c + e] * k[e];
+    }
+    const float m_new = fmaxf(m, score);
+    const float corr = exp2f(m - m_new), pj = exp2f(score - m_new);
+    l = l * corr + pj;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      float v[8] = {};
+      if (ok) load8<kFp8>(p.v, off + 8 * c, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[8 * c + e] = acc[8 * c + e] * corr + pj * v[e];
+    }
+    m = m_new;
+  }
+  const float m_all = warp_max(m);
+  const float f = m == -INFINITY ? 0.0f : exp2f(m - m_all);  // lanes that saw no key add nothing
+  const float l_all = warp_sum(l * f);
+  const float inv = l_all > 0.0f ? p.out_scale / l_all : 0.0f;  // no key at all: zeros
+  __nv_bfloat16* op = p.out + (static_cast<int64_t>(t) * p.hq + h) * D;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const float v = warp_sum(acc[d] * f);
+    if (d % 32 == lane) op[d] = __float2bfloat16_rn(v * inv);
+  }
+}
+
+template <int D>
+cudaError_t launch(const WarpAttnParams& p, cudaStream_t stream) {
+  const int warps = p.num_tokens * p.hq;
+  auto* kern = p.fp8 ? warp_attention_kernel<D, true> : warp_attention_kernel<D, false>;
+  return detail::launch_pdl(kern, dim3(ceil_div(warps, kWarps)), dim3(kWarps * 32), 0, stream, p);
+}
+
+}  // namespace
+
+bool warp_kernel_head_dim(int head_dim) {
+  return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64;
+}
+
+Status run_warp_attention(const WarpAttnParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return Status::ok_status();
+  switch (p.head_dim) {
+    case 8:
+      CEILING_CUDA_RETURN(launch<8>(p, stream));
+      break;
+    case 16:
+      CEILING_CUDA_RETURN(launch<16>(p, stream));
+      break;
+    case 32:
+      CEILING_CUDA_RETURN(launch<32>(p, stream));
+      break;
+    case 64:
+      CEILING_CUDA_RETURN(launch<64>(p, stream));
+      break;
+    default:
+      return Status::error("attention: the warp kernel takes head_dim 8, 16, 32 or 64, not {}",
+                           p.head_dim);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace ceiling::cuda::attn
+
+namespace ceiling::cuda {
+
+bool attention_head_dim_supported(int head_dim) {
+  return head_dim == 128 || attn::warp_kernel_head_dim(head_dim);
+}
+
+}  // namespace ceiling::cuda
