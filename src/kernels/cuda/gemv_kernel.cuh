@@ -43,8 +43,8 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // spilling (the plain M = 1 kernel has 48: 10 CTAs). Four rows per CTA, and the fp8 / int4
 // kernels (whose dequantization needs more registers), are left unbounded.
 // kW: the weights' format (gemv_quant.h): W [N, K] in `w` (bf16), or `wq` (fp8 / int4, `w`
-// unused), dequantized per 16-byte load by dequant8 (int4: int4x8_f32, straight to fp32); fp8's
-// row scale is applied to the row's sum, int4's group scale to each 32-wide chunk's partial sums.
+// unused), dequantized per 16-byte load by dequant8; fp8's row scale is applied to the row's sum,
+// int4's group scale to each 32-wide chunk's partial sums.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT,
           GemvWeightFormat kW = GemvWeightFormat::kBF16>
 __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm &&
@@ -104,21 +104,15 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
   // Chunk c: kElems weights of each row (one 16-byte load each; gw: int4 groups), in pieces of 8.
   auto fma_chunk = [&](const uint4(&wv)[kRows], const uint32_t(&gw)[kRows], int c) {
     float part[kInt4 ? kMaxM : 1][kInt4 ? kRows : 1] = {};  // int4: the chunk's unscaled sums
-    float zc[kInt4 ? kRows : 1][4];                         // int4: int4x8_f32's constants
-    if constexpr (kInt4)
+    uint32_t zw[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) int4_zero_consts(gw[r], zc[r]);
+    for (int r = 0; r < kRows; ++r) zw[r] = kInt4 ? int4_zero_word(gw[r]) : 0u;
 #pragma unroll
     for (int j = 0; j < kElems / 8; ++j) {
       const int k0 = c * kElems + j * 8;
       float wf[kRows][8];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if constexpr (kInt4)
-          int4x8_f32(word(wv[r], j), zc[r], wf[r]);
-        else
-          dequant8<kW>(wv[r], j, 0u, wf[r]);
-      }
+      for (int r = 0; r < kRows; ++r) dequant8<kW>(wv[r], j, zw[r], wf[r]);
       float gf[8];  // the norm weight γ (kRmsNorm)
       if constexpr (kIn == GemvInput::kRmsNorm) to_float8(load8(gamma + k0), gf);
 #pragma unroll

@@ -47,30 +47,6 @@ __device__ __forceinline__ uint32_t int4_zero_word(uint32_t g) {
   return 0x43004300u | ((g & 0xFFu) * 0x00010001u);
 }
 
-// int4 to fp32 without the bf16 detour (the register kernel): nibble s of the word's low half is
-// element 2s, of its high half element 2s + 1 (pack_gemv_int4). One LOP3 puts nibble s in the
-// fp32 mantissa as 2^23 + q·16^s (no shift: s ≤ 3 of 16 bits), and one FFMA by 16^-s minus
-// c[s] = 2^23·16^-s + zero gives q − zero exactly (the product is exact, the sum a small
-// integer). Per 8 weights 9 integer ops (a shift for the high half) and 8 FFMA, against 15 integer
-// ops, 4 HSUB2 on the bf16 path (integer ops issue at half the FFMA rate).
-__device__ __forceinline__ void int4_zero_consts(uint32_t g, float (&c)[4]) {
-  const float z = static_cast<float>(g & 0xFu);
-  c[0] = 0x1p23f + z;
-  c[1] = 0x1p19f + z;
-  c[2] = 0x1p15f + z;
-  c[3] = 0x1p11f + z;
-}
-__device__ __forceinline__ void int4x8_f32(uint32_t q, const float (&c)[4], float (&f)[8]) {
-  const uint32_t hi = q >> 16;
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const uint32_t mask = 0xFu << (4 * s);
-    const float inv = s == 0 ? 1.0f : s == 1 ? 0x1p-4f : s == 2 ? 0x1p-8f : 0x1p-12f;
-    f[2 * s] = fmaf(__uint_as_float((q & mask) | 0x4B000000u), inv, -c[s]);
-    f[2 * s + 1] = fmaf(__uint_as_float((hi & mask) | 0x4B000000u), inv, -c[s]);
-  }
-}
-
 // Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as e4m3 · 2^-120 (the
 // row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled.
 template <GemvWeightFormat kW>
