@@ -152,11 +152,11 @@ class AttentionCase : public KernelCase {
     c.flops = 4.0 * sp_.head_dim * sp_.num_q_heads * pairs;
     c.math = DType::kBF16;  // QK^T and PV on tensor cores
     if (warp_kernel()) {
-      // CUDA cores; each lane walks its keys in sequence, a block-table load and the dependent K
-      // and V loads per key (attention_warp.cu): two round trips a key of the longest context.
+      // CUDA cores; each of a CTA's 128 threads walks its keys in sequence, a block-table load
+      // and the dependent K and V loads per key (attention_warp.cu): two round trips a key.
       c.math = DType::kF32;
       const int ctx = *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end());
-      c.round_trips = 1 + 2 * ((ctx + 31) / 32);
+      c.round_trips = 1 + 2 * ((ctx + 127) / 128);
     } else if (sp_.decode) {
       c.launches = 1;  // streaming: no wave model
     } else {

@@ -6,8 +6,9 @@
 //   K, V     [num_blocks, Hkv, block_size, D]  one head's block_size×D tile contiguous
 //   query head h reads KV head h / (Hq / Hkv).
 // Supported: head_dim 64 or 128 with block_size 16, 32, 64, 128 or 256 (the tiled kernels), and
-// head_dim 8, 16, 32 or 64 with any block size (the warp kernel, attention_warp.cu: one warp per
-// query token and head, for small models); Hq a multiple of Hkv. plan_* picks the kernel.
+// head_dim 8, 16, 32 or 64 with any block size (the warp kernel, attention_warp.cu: 4 warps per
+// query token and head on CUDA cores, for small models); Hq a multiple of Hkv. plan_* picks the
+// kernel.
 //
 // Plan → run: plan_* is host-only (validates shapes, picks splits / tiles, sizes the workspace);
 // run_* only launches kernels on `stream` — no allocation, no sync, no host read of device data —
@@ -115,7 +116,7 @@ enum class PrefillKernel {
   kWgmmaWs,   // FlashAttention-3 style: producer warpgroup + 2 ping-ponging consumer warpgroups
               // with softmax/MMA overlap (sm_90a, when built); the producer gathers with cp.async
   kWgmmaTma,  // the same with a TMA producer (one warp, a tensor copy per cache block and panel)
-  kWarp,      // one warp per (token, query head), CUDA cores: head dims 8..64, any block size
+  kWarp,      // 4 warps per (token, query head), CUDA cores: head dims 8..64, any block size
               // (attention_warp.cu); kAuto takes it for the shapes the tiled kernels do not
 };
 // "mma_sync", "wgmma", "wgmma_ws", "wgmma_tma", "warp" ("auto" for kAuto).

@@ -135,7 +135,7 @@ inline bool tiled_kernels_take(int head_dim, int block_size) {
           block_size == 256);
 }
 
-// The warp kernel (attention_warp.cu): one warp per (token, query head); head_dim 8, 16, 32 or
+// The warp kernel (attention_warp.cu): 4 warps per (token, query head); head_dim 8, 16, 32 or
 // 64, any block size ≥ 1, a bf16 or fp8 cache. Shapes as attention.h's; fp8 values are read as
 // stored (the k scale folded into scale_log2, the v scale into out_scale, as the tiled kernels).
 struct WarpAttnParams {

@@ -307,7 +307,7 @@ Status plan_prefill_attention(const PrefillShape& shape, PrefillPlan* plan) {
   if (!prefill_kernel_available(pl.kernel, sh.head_dim, &why))
     return Status::error("prefill attention: {} kernel unavailable for head_dim {}: {}",
                          prefill_kernel_name(pl.kernel), sh.head_dim, why ? why : "unknown");
-  if (pl.kernel == PrefillKernel::kWarp) {  // a warp per (token, head): no tiles, no workspace
+  if (pl.kernel == PrefillKernel::kWarp) {  // a CTA per (token, head): no tiles, no workspace
     pl.block_m = 1;
     *plan = pl;
     return Status::ok_status();

@@ -3,19 +3,20 @@
 // 16, 32 (stories260K, the tiny test presets) and 64 with any block size, over a bf16 or fp8
 // cache. plan_decode_attention / plan_prefill_attention pick it (attention.h).
 //
-// One warp per (token, query head): the context's keys strided over the 32 lanes, each lane an
-// online softmax (exp2, scores pre-scaled by log2 e) over its keys with q and its accumulator in
-// registers (2·D floats), merged across the lanes at the end. Every K/V row is read by the group's
-// query heads (GQA) from L1/L2 and the prefill's tokens re-read their prefix: no tiling, no
-// tensor cores. For small models, where a step is launch-bound anyway.
+// A CTA of 4 warps per (token, query head): the context's keys strided over its 128 threads,
+// each an online softmax (exp2, scores pre-scaled by log2 e) over its keys with q and its
+// accumulator in registers (2·D floats), merged across the lanes by shuffles and across the warps
+// through shared memory. Every K/V row is read by the group's query heads (GQA) from L1/L2 and the
+// prefill's tokens re-read their prefix: no tiling, no tensor cores. For small models, where a
+// step is launch-bound anyway.
 //
-// Prediction for the bench case (stories260K's heads, 8 q / 4 kv of 8, decode of 64 sequences at
-// context 1024, bf16 cache): 8.4 MB of K/V, 2.8 µs at 3 TB/s. The kernel cannot get near that: 512
-// warps (128 CTAs, under one per SM) each walk 32 keys a lane in sequence, and every key is a
-// block-table load followed by dependent K and V loads — ~32 × 2 round trips of ~0.5–1 µs, so
-// 30–60 µs, latency-bound. Coverage is the point, with the tiled kernels' contract (PDL, q row
-// stride, fp8 cache, graph-safe); a model this small is launch-bound (each of its ~100 kernels a
-// step costs ~2–3 µs of launch and ramp anyway).
+// Prediction for the bench cases (r54 measured the first version, one warp per (token, head):
+// 23.1 µs for stories260K's heads decoding 64 sequences at context 1024 (8.4 MB of K/V, 2.8 µs at
+// 3 TB/s), 52.3 µs for head_dim 32 at batch 16 — 128 warps for the whole GPU; SDPA's math path
+// took 13.3 and 7.8 µs). Each thread walks its keys in sequence, a block-table load then
+// dependent K and V loads per key: with 4 warps the chains are 4× shorter (8 keys a thread at
+// context 1024) and 4× as many warps are resident, so ~4× faster where the chains dominate:
+// ~6 µs and ~13 µs.
 
 #include <cuda_fp16.h>
 
@@ -30,7 +31,7 @@
 namespace ceiling::cuda::attn {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 4;  // a CTA per (token, query head)
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -65,11 +66,11 @@ __device__ __forceinline__ void load8(const void* cache, int64_t off, float (&f)
 
 template <int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) warp_attention_kernel(WarpAttnParams p) {
+  __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][D];
   detail::pdl_launch_dependents();
   detail::pdl_wait();
-  const int w = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (w >= p.num_tokens * p.hq) return;  // whole warps leave together
-  const int t = w / p.hq, h = w % p.hq;
+  const int t = blockIdx.x / p.hq, h = blockIdx.x % p.hq;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int s = t, first = t;  // decode: token s is sequence s's one new token
   if (p.query_start) {   // the largest s with query_start[s] <= t
     int lo = 0, hi = p.num_seqs - 1;
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) warp_attention_kernel(WarpAttnPar
     acc[d] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int j = lane; j < keys; j += 32) {
+  for (int j = threadIdx.x; j < keys; j += kWarps * 32) {
     const int blk = table[j / p.block_size];
     const bool ok = blk >= 0 && blk < p.num_blocks;  // outside: reads as zeros
     const int64_t off =
@@ -121,23 +122,44 @@ __global__ void __launch_bounds__(kWarps * 32) warp_attention_kernel(WarpAttnPar
     }
     m = m_new;
   }
-  const float m_all = warp_max(m);
-  const float f = m == -INFINITY ? 0.0f : exp2f(m - m_all);  // lanes that saw no key add nothing
-  const float l_all = warp_sum(l * f);
-  const float inv = l_all > 0.0f ? p.out_scale / l_all : 0.0f;  // no key at all: zeros
-  __nv_bfloat16* op = p.out + (static_cast<int64_t>(t) * p.hq + h) * D;
+  // Lanes, then warps: each partial rescaled to the common maximum (no key: weight 0).
+  const float m_w = warp_max(m);
+  const float f = m == -INFINITY ? 0.0f : exp2f(m - m_w);
+  const float l_w = warp_sum(l * f);
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const float v = warp_sum(acc[d] * f);
-    if (d % 32 == lane) op[d] = __float2bfloat16_rn(v * inv);
+    if (d % 32 == lane) part_acc[warp][d] = v;
+  }
+  if (lane == 0) {
+    part_m[warp] = m_w;
+    part_l[warp] = l_w;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  float m_all = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) m_all = fmaxf(m_all, part_m[i]);
+  float wt[kWarps], l_all = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) {
+    wt[i] = part_m[i] == -INFINITY ? 0.0f : exp2f(part_m[i] - m_all);
+    l_all += part_l[i] * wt[i];
+  }
+  const float inv = l_all > 0.0f ? p.out_scale / l_all : 0.0f;  // no key at all: zeros
+  __nv_bfloat16* op = p.out + (static_cast<int64_t>(t) * p.hq + h) * D;
+  for (int d = lane; d < D; d += 32) {
+    float v = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) v += part_acc[i][d] * wt[i];
+    op[d] = __float2bfloat16_rn(v * inv);
   }
 }
 
 template <int D>
 cudaError_t launch(const WarpAttnParams& p, cudaStream_t stream) {
-  const int warps = p.num_tokens * p.hq;
   auto* kern = p.fp8 ? warp_attention_kernel<D, true> : warp_attention_kernel<D, false>;
-  return detail::launch_pdl(kern, dim3(ceil_div(warps, kWarps)), dim3(kWarps * 32), 0, stream, p);
+  return detail::launch_pdl(kern, dim3(p.num_tokens * p.hq), dim3(kWarps * 32), 0, stream, p);
 }
 
 }  // namespace
