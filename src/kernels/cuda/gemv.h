@@ -81,11 +81,8 @@ int gemv_ctas(int M, int N);
 //   thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2, t128 r4 u2, t64 r2 u2.
 struct GemvConfig {
   int threads = 128, rows = 2, unroll = 2;
-  // Software-pipelined main loop: the next kUnroll loads of each row in flight while this
-  // stage's are dequantized (the quantized register kernel only; gemv_kernel.cuh).
-  bool pipelined = false;
 };
-// "t128r2u4", "t64r4u2p" (bench shape strings).
+// "t128r2u4" (bench shape strings).
 std::string gemv_config_name(const GemvConfig& cfg);
 // out [1, N] (bf16 or f32) = x [1, K] · W^T (+ bias) with `cfg`; an error names a configuration
 // that is not built.

@@ -46,7 +46,7 @@ __device__ __forceinline__ void store_out(float* p, float v) {
 // unused), dequantized per 16-byte load by dequant8; fp8's row scale is applied to the row's sum,
 // int4's group scale to each 32-wide chunk's partial sums.
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, typename OutT,
-          GemvWeightFormat kW = GemvWeightFormat::kBF16, bool kPipe = false>
+          GemvWeightFormat kW = GemvWeightFormat::kBF16>
 __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRmsNorm &&
                                                     kRows == 2 && kW == GemvWeightFormat::kBF16
                                                 ? 9 * 128 / kThreads
@@ -169,40 +169,7 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
     }
   };
   int c = threadIdx.x;
-  if constexpr (kPipe) {
-    // Two register stages: stage b + 1's loads are issued before stage b is dequantized, so
-    // each warp keeps loads in flight while it computes (the plain loop below waits for its
-    // loads, then computes with none in flight: latency shows when the dequantization is long).
-    constexpr int kStride = kUnroll * kThreads;
-    uint4 wv[2][kUnroll][kRows];
-    uint32_t gw[2][kUnroll][kRows] = {};
-    const auto full = [&](int c0) { return c0 + (kUnroll - 1) * kThreads < chunks; };
-    const auto load = [&]<int b>(int c0) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          wv[b][u][r] = load16_stream(wrow[r] + int64_t{c0 + u * kThreads} * 16);
-          if constexpr (kInt4) gw[b][u][r] = __ldg(grow[r] + ((c0 + u * kThreads) >> gshift));
-        }
-    };
-    const auto compute = [&]<int b>(int c0) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) fma_chunk(wv[b][u], gw[b][u], c0 + u * kThreads);
-    };
-    if (full(c)) load.template operator()<0>(c);
-    while (full(c)) {
-      if (full(c + kStride)) load.template operator()<1>(c + kStride);
-      wait_producer();
-      compute.template operator()<0>(c);
-      c += kStride;
-      if (!full(c)) break;
-      if (full(c + kStride)) load.template operator()<0>(c + kStride);
-      compute.template operator()<1>(c);
-      c += kStride;
-    }
-  }
-  for (; !kPipe && c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
+  for (; c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
     uint4 wv[kUnroll][kRows];
     uint32_t gw[kUnroll][kRows] = {};
 #pragma unroll

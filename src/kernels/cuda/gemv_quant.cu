@@ -26,14 +26,13 @@ namespace {
 using detail::bf16;
 using W = GemvWeightFormat;
 
-template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW, bool kPipe = false>
+template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW>
 cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                    bf16* out, int M, int N, int K, cudaStream_t s) {
-  return detail::launch_pdl(
-      detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW, kPipe>,
-      dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, static_cast<const bf16*>(nullptr),
-      bias, out, M, N, K, f.norm_weight, f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope,
-      w);
+  return detail::launch_pdl(detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
+                            dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
+                            static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
+                            f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile and 8 k slices
@@ -71,8 +70,7 @@ bool mma_ok(const GemvWeights& w) {
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
-  if (M == 1)  // int4: pipelined (r54: its dequantization is long enough to expose the latency)
-    return launch<1, 4, 2, 64, kIn, kW, kW == W::kInt4>(f, x, w, bias, out, M, N, K, s);
+  if (M == 1) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   if (mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   return launch<16, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
@@ -82,16 +80,10 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
 template <GemvInput kIn, W kW>
 bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, const GemvWeights& w,
                      const bf16* bias, bf16* out, int N, int K, cudaStream_t s, cudaError_t* err) {
-  const auto is = [&](int t, int r, int u, bool p = false) {
-    return c.threads == t && c.rows == r && c.unroll == u && c.pipelined == p;
+  const auto is = [&](int t, int r, int u) {
+    return c.threads == t && c.rows == r && c.unroll == u;
   };
-  if (is(64, 4, 2, true))
-    *err = launch<1, 4, 2, 64, kIn, kW, true>(f, x, w, bias, out, 1, N, K, s);
-  else if (is(64, 4, 1, true))
-    *err = launch<1, 4, 1, 64, kIn, kW, true>(f, x, w, bias, out, 1, N, K, s);
-  else if (is(128, 2, 2, true))
-    *err = launch<1, 2, 2, 128, kIn, kW, true>(f, x, w, bias, out, 1, N, K, s);
-  else if (is(128, 2, 2))
+  if (is(128, 2, 2))
     *err = launch<1, 2, 2, 128, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else if (is(64, 4, 2))
     *err = launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
