@@ -61,16 +61,30 @@ bool mma_ok(const GemvWeights& w) {
   return w.format == W::kFP8 || w.group_size >= 128;
 }
 
-// M = 1: the register kernel in 64-thread CTAs of 4 rows, two loads in flight per row: a 16-byte
-// load holds 2× (fp8) or 4× (int4) the weights of a bf16 one, so the bf16 kernel's 128 threads ×
-// 2 rows would leave each CTA one or two loads per thread and row (bench r41: int4 at 29–56 % of
-// read bandwidth with it; r42: t64r4u2 within 10 % of the best per shape). 2 ≤ M ≤ 16: the
+// M = 1: the register kernel in 64-thread CTAs: a 16-byte load holds 2× (fp8) or 4× (int4) the
+// weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each CTA one or
+// two loads per thread and row (bench r41: int4 at 29–56 % of read bandwidth with it). The
+// configuration per format and input is r54's best of each (H100, one run, the 8B's shapes,
+// 2026-11-28r54b_h100_kernels_gemv_m1.json): int4 with the RMS-norm input (QKV + RoPE, gate/up)
+// t64r4u1, 10.8 / 40.1 µs against t64r4u2's 12.3 / 44.2; int4 with a plain input (o, down) the
+// tensor-core kernel, 6.2 / 14.8 µs against 6.4 / 16.7 (its per-piece x·γ split is what makes it
+// lose with the norm input); fp8 plain t64r2u2, 7.3 / 21.0 µs against 7.6 / 22.6; fp8 with the
+// norm input t64r4u2. Neither fewer integer ops in the int4 dequantization nor a software-
+// pipelined main loop moved the int4 kernels (r54, bench/lowprec_notes.md). 2 ≤ M ≤ 16: the
 // tensor-core kernel, whose mma takes the weights once for all rows of x (the register kernel
 // spends M FMAs per weight: r42, fp8 gate/up at M = 16 in 263 µs against bf16's 95).
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
-  if (M == 1) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  if (M == 1) {
+    constexpr bool kNormIn = kIn == GemvInput::kRmsNorm;
+    if constexpr (kW == W::kInt4) {
+      if (!kNormIn && mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
+      return launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    }
+    if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    return launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  }
   if (mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   return launch<16, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
