@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 
 namespace ceiling::cuda::attn {
@@ -136,24 +137,13 @@ inline bool tiled_kernels_take(int head_dim, int block_size) {
 }
 
 // The warp kernel (attention_warp.cu): 4 warps per (token, query head); head_dim 8, 16, 32 or
-// 64, any block size ≥ 1, a bf16 or fp8 cache. Shapes as attention.h's; fp8 values are read as
-// stored (the k scale folded into scale_log2, the v scale into out_scale, as the tiled kernels).
-struct WarpAttnParams {
-  const __nv_bfloat16* q = nullptr;  // [T, Hq, D], rows q_stride elements apart
-  int64_t q_stride = 0;
-  const void* k = nullptr;  // [num_blocks, Hkv, block_size, D] bf16, or E4M3 bytes (fp8)
-  const void* v = nullptr;
-  __nv_bfloat16* out = nullptr;           // [T, Hq, D]
-  const int32_t* query_start = nullptr;   // [S+1]; null: decode, token s is sequence s's new one
-  const int32_t* seq_lens = nullptr;      // [S]
-  const int32_t* block_tables = nullptr;  // [S, max_blocks]
-  int num_seqs = 0, num_tokens = 0, max_blocks = 0, num_blocks = 0, block_size = 0;
-  int hq = 0, hkv = 0, head_dim = 0;
-  bool fp8 = false;
-  float scale_log2 = 0, out_scale = 1;
-};
+// 64, any block size ≥ 1, a bf16 or fp8 cache; arguments as run_prefill_attention's (attention.h)
+// with the shapes spelled out. query_start null: decode (token s is sequence s's new one, T = S).
 bool warp_kernel_head_dim(int head_dim);
-Status run_warp_attention(const WarpAttnParams& p, cudaStream_t stream);
+Status run_warp_attention(const void* q, int64_t q_stride, const PagedKvDevice& kv,
+                          const int32_t* query_start, const int32_t* seq_lens,
+                          const int32_t* block_tables, int max_blocks, int num_seqs, int num_tokens,
+                          int num_q_heads, float scale, void* out, cudaStream_t stream);
 
 // Calls f.template operator()<D, BS>() for the runtime (head_dim, block_size); the only place
 // where these become template constants. Unsupported values come back as a Status naming them.

@@ -488,28 +488,10 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
   if (plan.workspace_bytes > 0 && !workspace)
     return Status::error("decode attention: workspace of {} bytes is null", plan.workspace_bytes);
 
+  if (plan.warp)
+    return run_warp_attention(q, q_stride, kv, nullptr, seq_lens, block_tables, max_blocks,
+                              sh.num_seqs, sh.num_seqs, sh.num_q_heads, scale, out, stream);
   const bool fp8 = kv.format == KvFormat::kFP8;
-  if (plan.warp) {
-    WarpAttnParams w;
-    w.q = static_cast<const __nv_bfloat16*>(q);
-    w.q_stride = q_stride;
-    w.k = kv.k;
-    w.v = kv.v;
-    w.out = static_cast<__nv_bfloat16*>(out);
-    w.seq_lens = seq_lens;
-    w.block_tables = block_tables;
-    w.num_seqs = w.num_tokens = sh.num_seqs;
-    w.max_blocks = max_blocks;
-    w.num_blocks = kv.num_blocks;
-    w.block_size = sh.block_size;
-    w.hq = sh.num_q_heads;
-    w.hkv = sh.num_kv_heads;
-    w.head_dim = sh.head_dim;
-    w.fp8 = fp8;
-    w.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
-    w.out_scale = fp8 ? kv.v_scale : 1.0f;
-    return run_warp_attention(w, stream);
-  }
 
   DecodeParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);

@@ -347,6 +347,10 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_s
   CEILING_RETURN_IF_ERROR(
       check_q_stride("prefill attention", q_stride, sh.num_q_heads, sh.head_dim));
   if (sh.num_tokens == 0) return Status::ok_status();
+  if (plan.kernel == PrefillKernel::kWarp)
+    return run_warp_attention(q, q_stride, kv, batch.query_start, batch.seq_lens,
+                              batch.block_tables, batch.max_blocks, sh.num_seqs, sh.num_tokens,
+                              sh.num_q_heads, scale, out, stream);
 
   PrefillParams p{};
   p.q = static_cast<const __nv_bfloat16*>(q);
@@ -366,29 +370,6 @@ Status run_prefill_attention(const PrefillPlan& plan, const void* q, int64_t q_s
   const bool fp8 = kv.format == KvFormat::kFP8;
   p.scale_log2 = scale * kLog2e * (fp8 ? kv.k_scale : 1.0f);
   p.out_scale = fp8 ? kv.v_scale : 1.0f;
-  if (plan.kernel == PrefillKernel::kWarp) {
-    WarpAttnParams w;
-    w.q = p.q;
-    w.q_stride = q_stride;
-    w.k = kv.k;
-    w.v = kv.v;
-    w.out = p.out;
-    w.query_start = batch.query_start;
-    w.seq_lens = batch.seq_lens;
-    w.block_tables = batch.block_tables;
-    w.num_seqs = sh.num_seqs;
-    w.num_tokens = sh.num_tokens;
-    w.max_blocks = batch.max_blocks;
-    w.num_blocks = kv.num_blocks;
-    w.block_size = sh.block_size;
-    w.hq = sh.num_q_heads;
-    w.hkv = sh.num_kv_heads;
-    w.head_dim = sh.head_dim;
-    w.fp8 = fp8;
-    w.scale_log2 = p.scale_log2;
-    w.out_scale = p.out_scale;
-    return run_warp_attention(w, stream);
-  }
   if (plan.kernel == PrefillKernel::kWgmmaWs || plan.kernel == PrefillKernel::kWgmmaTma)
     return sm90::run_prefill_wgmma_ws(p, sh.head_dim, sh.block_size, sh.num_q_heads,
                                       plan.tile_slots, plan.kernel == PrefillKernel::kWgmmaTma,

@@ -23,13 +23,29 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace ceiling::cuda::attn {
 namespace {
+
+// Shapes as attention.h's; fp8 values are read as stored (the k scale folded into scale_log2, the
+// v scale into out_scale, as the tiled kernels).
+struct WarpAttnParams {
+  const __nv_bfloat16* q = nullptr;  // [T, Hq, D], rows q_stride elements apart
+  int64_t q_stride = 0;
+  const void* k = nullptr;  // [num_blocks, Hkv, block_size, D] bf16, or E4M3 bytes (fp8)
+  const void* v = nullptr;
+  __nv_bfloat16* out = nullptr;           // [T, Hq, D]
+  const int32_t* query_start = nullptr;   // [S+1]; null: decode, token s is sequence s's new one
+  const int32_t* seq_lens = nullptr;      // [S]
+  const int32_t* block_tables = nullptr;  // [S, max_blocks]
+  int num_seqs = 0, num_tokens = 0, max_blocks = 0, num_blocks = 0, block_size = 0;
+  int hq = 0, hkv = 0, head_dim = 0;
+  bool fp8 = false;
+  float scale_log2 = 0, out_scale = 1;
+};
 
 constexpr int kWarps = 4;  // a CTA per (token, query head)
 
@@ -168,8 +184,31 @@ bool warp_kernel_head_dim(int head_dim) {
   return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64;
 }
 
-Status run_warp_attention(const WarpAttnParams& p, cudaStream_t stream) {
-  if (p.num_tokens == 0) return Status::ok_status();
+Status run_warp_attention(const void* q, int64_t q_stride, const PagedKvDevice& kv,
+                          const int32_t* query_start, const int32_t* seq_lens,
+                          const int32_t* block_tables, int max_blocks, int num_seqs, int num_tokens,
+                          int num_q_heads, float scale, void* out, cudaStream_t stream) {
+  if (num_tokens == 0) return Status::ok_status();
+  WarpAttnParams p;
+  p.q = static_cast<const __nv_bfloat16*>(q);
+  p.q_stride = q_stride;
+  p.k = kv.k;
+  p.v = kv.v;
+  p.out = static_cast<__nv_bfloat16*>(out);
+  p.query_start = query_start;
+  p.seq_lens = seq_lens;
+  p.block_tables = block_tables;
+  p.num_seqs = num_seqs;
+  p.num_tokens = num_tokens;
+  p.max_blocks = max_blocks;
+  p.num_blocks = kv.num_blocks;
+  p.block_size = kv.block_size;
+  p.hq = num_q_heads;
+  p.hkv = kv.num_kv_heads;
+  p.head_dim = kv.head_dim;
+  p.fp8 = kv.format == KvFormat::kFP8;
+  p.scale_log2 = scale * kLog2e * (p.fp8 ? kv.k_scale : 1.0f);
+  p.out_scale = p.fp8 ? kv.v_scale : 1.0f;
   switch (p.head_dim) {
     case 8:
       CEILING_CUDA_RETURN(launch<8>(p, stream));
