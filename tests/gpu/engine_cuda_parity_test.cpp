@@ -63,9 +63,10 @@ void expect_step_parity(const ModelConfig& c, const ModelWeights& w, const Model
   std::vector<int32_t> next(S);
   bool w8a8 = false;
   for (const QuantLinear& q : w.layers.at(0).quant) w8a8 = w8a8 || q.format == WeightFormat::kFp8;
-  NoiseCheck check(fp8_kv ? kMaxRoundingNoiseFp8Kv
-                   : w8a8 ? kMaxRoundingNoiseW8A8
-                          : kMaxRoundingNoise);
+  NoiseCheck check(fp8_kv && w8a8 ? kMaxRoundingNoiseFp8Both
+                   : fp8_kv       ? kMaxRoundingNoiseFp8Kv
+                   : w8a8         ? kMaxRoundingNoiseW8A8
+                                  : kMaxRoundingNoise);
   for (int s = 0; s < S; ++s) {
     check.expect(lg[s], lc[s], le[s], fmt::format("{} prefill, sequence {}", c.name, s));
     next[s] = argmax(lc[s].data(), c.vocab_size);

@@ -71,16 +71,19 @@ __device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_
 // — and each load is dequantized to bf16 pieces of 8 k (dequant_bf16) that run the bf16 path's
 // two mma each. int4: the pieces of one load accumulate apart and are scaled by the row's group
 // scale; fp8: the row scale (× 2^8) is applied to the sums.
-// Resident CTAs an SM for the quantized weights with one token tile (M ≤ 8; ≤ 128 registers at
-// 256 threads). r55 ncu (H100, int4 down at M = 1): unbounded, 139 registers, one CTA of 8 warps
-// an SM, issue 49 % busy, DRAM 45 % of peak — the register GEMV's situation (gemv_kernel.cuh,
-// kQuantM1Warps). Two token tiles (M 9..16) spill at 128 registers: left unbounded.
-constexpr int kQuantMmaCtas = 2;
+// Resident CTAs an SM for int4 weights with one token tile (M ≤ 8; ≤ 128 registers at 256
+// threads). r55 ncu (H100, int4 down at M = 1): unbounded, 139 registers, one CTA of 8 warps an
+// SM, issue 49 % busy, DRAM 45 % of peak — the register GEMV's situation (gemv_kernel.cuh,
+// kQuantM1Warps). r57, bounded: int4 at M = 1 o 6.2 → 5.5 µs, down 14.8 → 13.2; at M = 4 QKV
+// 9.7 → 8.3, o 7.0 → 5.9, gate/up 46.7 → 31.3, down 16.7 → 14.2 (against r54's unbounded run).
+// fp8 bounded the same way: QKV better, o and down 6–12 % worse at M = 4: left unbounded. Two
+// token tiles (M 9..16) spill at 128 registers: left unbounded.
+constexpr int kInt4MmaCtas = 2;
 
 template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
           typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16>
 __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
-                                  kW != GemvWeightFormat::kBF16 && kTiles == 1 ? kQuantMmaCtas : 1)
+                                  kW == GemvWeightFormat::kInt4 && kTiles == 1 ? kInt4MmaCtas : 1)
     gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                     const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                     const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope,
