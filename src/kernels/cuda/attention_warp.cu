@@ -16,7 +16,8 @@
 // took 13.3 and 7.8 µs). Each thread walks its keys in sequence, a block-table load then
 // dependent K and V loads per key: with 4 warps the chains are 4× shorter (8 keys a thread at
 // context 1024) and 4× as many warps are resident, so ~4× faster where the chains dominate:
-// ~6 µs and ~13 µs.
+// ~6 µs and ~13 µs. Measured (r54b): 10.4 and 11.9 µs, SDPA 13.5 and 7.9 (bench/attention_notes.md,
+// Run 54: the merge through shared memory is not priced).
 
 #include <cuda_fp16.h>
 
