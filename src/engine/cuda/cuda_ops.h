@@ -47,8 +47,8 @@ struct CudaOpsOptions {
   int device_index = 0;
   bool cuda_graphs = true;    // false: every step eager (--no-graphs / --enforce-eager)
   int max_graph_batch = 256;  // largest decode bucket captured; bigger decode steps run eagerly
-  // --kv-cache-dtype fp8: caches hold E4M3 (head_dim 64 or 128). The QKV GEMV then leaves RoPE
-  // and the cache write to rope_kv_write (its fused epilogue writes bf16 only).
+  // --kv-cache-dtype fp8: caches hold E4M3 (every supported head dim). The QKV GEMV then leaves
+  // RoPE and the cache write to rope_kv_write (its fused epilogue writes bf16 only).
   bool fp8_kv_cache = false;
   // Tune the cuBLASLt algorithm of each GEMM shape a decode graph captures, at the bucket's
   // warm-up step (kernels/cuda/gemm_lt.h); false: cuBLASLt's first heuristic choice.
