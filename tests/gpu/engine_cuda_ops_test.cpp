@@ -20,15 +20,7 @@ namespace ceiling::engine::gpu_test {
 namespace {
 
 ModelConfig mid_config(int head_dim) {
-  ModelConfig c = testing::small_config(Arch::kLlama);
-  c.name = fmt::format("llama-d{}", head_dim);
-  c.hidden_size = 256;
-  c.intermediate_size = 344;
-  c.vocab_size = 1000;
-  c.head_dim = head_dim;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  return c;
+  return mid_llama(head_dim, 344, fmt::format("llama-d{}", head_dim));
 }
 
 // Host copies of bf16 weights in `dtype` (f32: exact; f16: exact for normal f16 values).

@@ -116,19 +116,6 @@ void expect_greedy_agreement(const ModelConfig& c, const ModelWeights& w, const 
   EXPECT_EQ(got.size(), ref.size());
 }
 
-// A 256-wide Llama with 4 query and 2 KV heads of d (the fp8-cache and block-size tests).
-ModelConfig small_llama(int d, const std::string& name) {
-  ModelConfig c = testing::small_config(Arch::kLlama);
-  c.name = name;
-  c.hidden_size = 256;
-  c.intermediate_size = 384;
-  c.vocab_size = 1000;
-  c.head_dim = d;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  return c;
-}
-
 std::filesystem::path repo_path(const std::string& rel) {
   const std::filesystem::path baked = std::filesystem::path(CEILING_SOURCE_DIR) / rel;
   return std::filesystem::exists(baked) ? baked : std::filesystem::current_path() / rel;
@@ -233,7 +220,7 @@ TEST(EngineCudaParity, Fp8KvCache) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   for (int d : {128, 64, 32}) {  // 32: the warp attention kernel reading E4M3
-    const ModelConfig c = small_llama(d, fmt::format("llama-d{}-kvfp8", d));
+    const ModelConfig c = mid_llama(d, 384, fmt::format("llama-d{}-kvfp8", d));
     const auto m = testing::make_random_model(c, DType::kBF16, seed + d);
     ModelWeights w = m->weights;
     for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -262,7 +249,7 @@ TEST(EngineCudaParity, OtherBlockSizes) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   for (int d : {64, 32}) {
-    const ModelConfig c = small_llama(d, fmt::format("llama-d{}", d));
+    const ModelConfig c = mid_llama(d, 384, fmt::format("llama-d{}", d));
     const auto m = testing::make_random_model(c, DType::kBF16, seed + d);
     if (d == 64) expect_step_parity(c, m->weights, m->weights, {37, 5, 20}, 16, 10, seed, false, 8);
     expect_step_parity(c, m->weights, m->weights, {41, 3}, 16, 6, seed + 1, false, 24);

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "core/status.h"
+#include "test_models.h"
 
 namespace ceiling::engine::gpu_test {
 
@@ -21,6 +22,18 @@ bool has_gpu() {
   const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
   cudaGetLastError();
   return ok;
+}
+
+ModelConfig mid_llama(int head_dim, int intermediate_size, const std::string& name) {
+  ModelConfig c = testing::small_config(Arch::kLlama);
+  c.name = name;
+  c.hidden_size = 256;
+  c.intermediate_size = intermediate_size;
+  c.vocab_size = 1000;
+  c.head_dim = head_dim;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  return c;
 }
 
 uint64_t fresh_seed() {

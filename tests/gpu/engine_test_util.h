@@ -19,6 +19,10 @@ bool has_gpu();
 #define ENGINE_REQUIRE_GPU() \
   if (!::ceiling::engine::gpu_test::has_gpu()) GTEST_SKIP() << "no CUDA device"
 
+// A 256-wide two-layer Llama (testing::small_config) with 4 query and 2 KV heads of head_dim, an
+// MLP of intermediate_size, vocab 1000: the in-memory models of the CudaOps tests.
+ModelConfig mid_llama(int head_dim, int intermediate_size, const std::string& name);
+
 // A fresh random seed, printed; CEILING_TEST_SEED=<printed seed> replays it.
 uint64_t fresh_seed();
 
