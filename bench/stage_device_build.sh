@@ -15,13 +15,13 @@ rm -rf "$stage"
 mkdir -p "$stage/apps" "$stage/tests/gpu"
 cp "$build/apps/ceiling" "$stage/apps/"
 if [ $engine = 1 ]; then
-  tests="engine_cuda_ops engine_cuda_parity engine_batch engine_tp gemv_quant gemv_fused
+  tests="engine_cuda_ops engine_cuda_parity engine_batch engine_tp gemv_quant gemv_fused gemm_skinny
          attention_decode attention_prefill rope_kv linear linear_fp8"
   tok=data/tokenizers/llama3
   mkdir -p "$stage/devdata/llama3"
   cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$stage/devdata/llama3/"
 else
-  tests="elementwise rope_kv linear linear_fp8 gemv_fused gemv_quant sampling attention_decode
+  tests="elementwise rope_kv linear linear_fp8 gemv_fused gemv_quant gemm_skinny sampling attention_decode
          attention_prefill"
 fi
 for t in $tests; do

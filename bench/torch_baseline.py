@@ -341,6 +341,8 @@ BUILDERS = {
     "linear_gemv": b_linear,
     "linear_gemv_cfg": b_linear,
     "linear_cublaslt": b_linear,
+    "linear_skinny": b_linear,
+    "linear_skinny_cfg": b_linear,
     "linear_gemv_fused": b_linear_fused,
     "linear_gemv_quant": b_linear_quant,
     "linear_fp8_w8a8": b_linear_fp8_w8a8,

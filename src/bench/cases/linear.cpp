@@ -1,5 +1,7 @@
 #include "bench/cases/linear.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -19,16 +21,27 @@ class LinearCase : public CaseBase {
   LinearCase(LinearImpl impl, int M, int N, int K, bool bias, DType out,
              std::optional<cuda::GemvConfig> cfg = std::nullopt)
       : impl_(impl), M_(M), N_(N), K_(K), bias_(bias), out_dtype_(out), cfg_(cfg) {}
+  LinearCase(int M, int N, int K, bool bias, bool accumulate, const cuda::SkinnyConfig& cfg)
+      : impl_(LinearImpl::kSkinny),
+        M_(M),
+        N_(N),
+        K_(K),
+        bias_(bias),
+        accumulate_(accumulate),
+        out_dtype_(DType::kBF16),
+        skinny_cfg_(cfg) {}
   std::string op() const override {
     if (cfg_) return "linear_gemv_cfg";
+    if (impl_ == LinearImpl::kSkinny)
+      return skinny_cfg_.wide || skinny_cfg_.splits ? "linear_skinny_cfg" : "linear_skinny";
     return impl_ == LinearImpl::kGemv       ? "linear_gemv"
            : impl_ == LinearImpl::kCublasLt ? "linear_cublaslt"
                                             : "linear";
   }
-  // What the engine runs for this shape: the dispatcher's choice; configuration sweeps and the
-  // losing side of the GEMV / cuBLASLt crossover are comparisons.
+  // What the engine runs for this shape: the dispatcher's choice; configuration sweeps, the
+  // losing side of the GEMV / cuBLASLt crossover and the skinny GEMM are comparisons.
   bool dispatched() const override {
-    if (cfg_) return false;
+    if (cfg_ || impl_ == LinearImpl::kSkinny) return false;
     if (impl_ == LinearImpl::kDispatch) return true;
     const bool gemv = dispatch_path() == cuda::LinearPath::kGemv;
     return gemv == (impl_ == LinearImpl::kGemv);
@@ -36,23 +49,36 @@ class LinearCase : public CaseBase {
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_);
     if (cfg_) s += " cfg=" + cuda::gemv_config_name(*cfg_);
+    if (op() == "linear_skinny_cfg") s += " cfg=" + cuda::skinny_config_name(skinny_resolved());
     if (bias_) s += " bias";
+    if (accumulate_) s += " accumulate";
     if (out_dtype_ != DType::kBF16) s += " out=" + std::string(dtype_name(out_dtype_));
     return s;
   }
   nlohmann::json params() const override {
-    return {
+    nlohmann::json j = {
         {"M", M_}, {"N", N_}, {"K", K_}, {"bias", bias_}, {"out_dtype", dtype_name(out_dtype_)}};
+    if (impl_ == LinearImpl::kSkinny) {
+      const cuda::SkinnyConfig c = skinny_resolved();
+      j["accumulate"] = accumulate_;
+      j["wide"] = c.wide;
+      j["splits"] = c.splits;
+    }
+    return j;
   }
   std::string baseline_name() const override { return "torch.nn.functional.linear"; }
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N_) * K_;
     c.bytes = 2.0 * N_ * double(K_) + 2.0 * M_ * K_ + out_size() * double(M_) * N_ +
-              (bias_ ? 2.0 * N_ : 0);
+              (bias_ ? 2.0 * N_ : 0) + (accumulate_ ? 2.0 * M_ * N_ : 0);
     c.write_bytes = out_size() * double(M_) * N_;
     c.round_trips = 2;  // loads, then the stores of what was computed from them
-    if (uses_gemv()) {
+    if (impl_ == LinearImpl::kSkinny) {
+      const cuda::SkinnyConfig k = skinny_resolved();
+      c.math = DType::kBF16;
+      c.tiles = int64_t((N_ + 128 * k.wide - 1) / (128 * k.wide)) * k.splits;
+    } else if (uses_gemv()) {
       c.math = M_ > 1 ? DType::kBF16 : DType::kF32;  // mma.sync above M = 1, CUDA-core FMAs at 1
     } else {
       c.math = DType::kBF16;
@@ -73,7 +99,7 @@ class LinearCase : public CaseBase {
     fill_uniform(w_.base(), w_.total(), seed, -1.0f, 1.0f, s);
     fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
     fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
-    if (impl_ != LinearImpl::kGemv) {
+    if (impl_ != LinearImpl::kGemv && impl_ != LinearImpl::kSkinny) {
       if (!lt_) lt_ = std::make_unique<cuda::Linear>(cuda::current_crossover_table());
       lt_->lt().plan(M_, N_, K_, bias_, out_dtype_).throw_if_error();
     }
@@ -92,6 +118,10 @@ class LinearCase : public CaseBase {
           return cuda::gemv_with_config(*cfg_, x_.at(set), w_.at(set), bias, out_.at(set),
                                         out_dtype_, N_, K_, s);
         return cuda::gemv(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
+      case LinearImpl::kSkinny:
+        return cuda::skinny_gemm(x_.at(set), w_.at(set), bias,
+                                 reinterpret_cast<bf16*>(out_.at(set)), M_, N_, K_, s, accumulate_,
+                                 skinny_cfg_);
       case LinearImpl::kCublasLt:
         return lt_->lt().run(x_.at(set), w_.at(set), bias, out_.at(set), out_dtype_, M_, N_, K_, s);
       default:
@@ -103,11 +133,24 @@ class LinearCase : public CaseBase {
     fill_uniform(w_.at(0), w_.n(), sd, -1.0f, 1.0f, s);
     fill_uniform(x_.at(0), x_.n(), sd + 1, -1.0f, 1.0f, s);
     fill_uniform(b_.at(0), b_.n(), sd + 2, -1.0f, 1.0f, s);
-    poison(out_.at(0), out_.n(), s);
-    run(0, s).throw_if_error();
     std::vector<int> rows = {0};
-    if (M_ > 2) rows.push_back(M_ / 2);
-    if (M_ > 1) rows.push_back(M_ - 1);
+    if (impl_ == LinearImpl::kSkinny) {
+      for (int m : {9, 17, 30, M_ / 2, M_ - 1})
+        if (m < M_ && m > rows.back()) rows.push_back(m);
+    } else {
+      if (M_ > 2) rows.push_back(M_ / 2);
+      if (M_ > 1) rows.push_back(M_ - 1);
+    }
+    std::vector<float> before;  // accumulate: the rows' out before the run
+    if (accumulate_) {
+      fill_uniform(reinterpret_cast<bf16*>(out_.at(0)), size_t(M_) * N_, sd + 3, -4.0f, 4.0f, s);
+      const auto o = to_f32(to_host(reinterpret_cast<const bf16*>(out_.at(0)), size_t(M_) * N_, s));
+      for (int m : rows)
+        before.insert(before.end(), o.begin() + size_t(m) * N_, o.begin() + size_t(m + 1) * N_);
+    } else {
+      poison(out_.at(0), out_.n(), s);
+    }
+    run(0, s).throw_if_error();
     const auto w = to_host(w_.at(0), w_.n(), s);
     const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
     const auto b = to_host(b_.at(0), b_.n(), s);
@@ -127,6 +170,7 @@ class LinearCase : public CaseBase {
     TensorView wv(const_cast<bf16*>(w.data()), DType::kBF16, {N_, K_});
     TensorView bv(const_cast<bf16*>(b.data()), DType::kBF16, {N_});
     cpu::linear(xs.data(), wv, bias_ ? &bv : nullptr, static_cast<int>(rows.size()), ref.data());
+    for (size_t i = 0; i < before.size(); ++i) ref[i] += before[i];
     CheckResult r;
     r.tolerance = kTolBf16Out;
     r.max_rel_err = rel_err(got, ref);
@@ -136,6 +180,7 @@ class LinearCase : public CaseBase {
 
  private:
   int out_size() const { return out_dtype_ == DType::kF32 ? 4 : 2; }
+  cuda::SkinnyConfig skinny_resolved() const { return cuda::skinny_resolve(N_, K_, skinny_cfg_); }
   bool uses_gemv() const {
     return impl_ == LinearImpl::kGemv ||
            (impl_ == LinearImpl::kDispatch && dispatch_path() == cuda::LinearPath::kGemv);
@@ -147,8 +192,10 @@ class LinearCase : public CaseBase {
   LinearImpl impl_;
   int M_, N_, K_;
   bool bias_;
+  bool accumulate_ = false;
   DType out_dtype_;
   std::optional<cuda::GemvConfig> cfg_;
+  cuda::SkinnyConfig skinny_cfg_;
   Pool<bf16> w_, x_, b_;
   Pool<uint8_t> out_;
   std::unique_ptr<cuda::Linear> lt_;
@@ -159,6 +206,11 @@ class LinearCase : public CaseBase {
 std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int K, bool bias,
                                              DType out_dtype) {
   return std::make_unique<LinearCase>(impl, M, N, K, bias, out_dtype);
+}
+
+std::unique_ptr<KernelCase> make_skinny_case(int M, int N, int K, bool bias, bool accumulate,
+                                             const cuda::SkinnyConfig& cfg) {
+  return std::make_unique<LinearCase>(M, N, K, bias, accumulate, cfg);
 }
 
 std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, int N, int K,
@@ -172,9 +224,8 @@ std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, i
 // linear_cublaslt over M) feeds bench/gen_crossover.py: every weight shape the two models run
 // is measured, so no model's dispatch rests on another shape's crossover.
 void register_linear_cases(CaseList& out) {
-  const int shapes[][2] = {{14336, 4096}, {4096, 4096}, {4096, 14336}, {6144, 4096},
-                           {28672, 4096}, {2048, 2048}, {3072, 2048},  {16384, 2048},
-                           {2048, 8192}};
+  const int shapes[][2] = {{14336, 4096}, {4096, 4096}, {4096, 14336}, {6144, 4096}, {28672, 4096},
+                           {2048, 2048},  {3072, 2048}, {16384, 2048}, {2048, 8192}};
   for (const auto& [N, K] : shapes)
     for (int M : {1, 2, 4, 6, 8, 12, 16}) {
       out.push_back(make_linear_case(LinearImpl::kGemv, M, N, K, false));
@@ -210,6 +261,25 @@ void register_linear_cases(CaseList& out) {
     for (int M : {8, 16})
       for (const auto& c : mma_cfgs)
         out.push_back(make_gemv_config_case(c, N, K, false, DType::kBF16, M));
+  // Decode batches above the GEMV: the skinny GEMM (sm_90a; gemm_skinny.h — a comparison, not
+  // dispatched) against cuBLASLt at M 16…64 on every shape, its configurations at M = 64 on the
+  // 8B's, and its accumulate epilogue (the residual).
+  if (const char* why = nullptr; cuda::skinny_gemm_available(&why)) {
+    for (const auto& [N, K] : shapes)
+      for (int M : {16, 32, 64}) {
+        out.push_back(make_skinny_case(M, N, K));
+        if (M > 16) out.push_back(make_linear_case(LinearImpl::kCublasLt, M, N, K, false));
+      }
+    for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{28672, 4096},
+                               std::pair{4096, 14336}})
+      for (int wide : {1, 2})
+        for (int splits : {1, 2, 3, 4, 6, 8})
+          out.push_back(make_skinny_case(64, N, K, false, false, {wide, splits}));
+    out.push_back(make_skinny_case(64, 4096, 4096, false, true));
+    out.push_back(make_skinny_case(64, 4096, 14336, false, true));
+  } else {
+    fmt::print(stderr, "warning: linear: the skinny GEMM is unavailable ({})\n", why);
+  }
   out.push_back(make_linear_case(LinearImpl::kDispatch, 1, 128256, 4096, false, DType::kF32));
   for (const auto& [N, K] : {std::pair{6144, 4096}, std::pair{28672, 4096}, std::pair{4096, 14336}})
     out.push_back(make_linear_case(LinearImpl::kDispatch, 4096, N, K, false));

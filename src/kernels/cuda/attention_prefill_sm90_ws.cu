@@ -26,13 +26,13 @@
 // Tiles are walked from the diagonal down (only the first one or two are masked); CTAs start in
 // the longest-first order of find_tile. Shared-memory layouts and descriptors: attention_sm90.cuh.
 // Every thread waits on the previous kernel (PDL, pdl.cuh) before reading anything.
-#include <cudaTypedefs.h>  // CUtensorMap, PFN_cuTensorMapEncodeTiled (no libcuda link needed)
 #include <cuda_bf16.h>
 
 #include "core/check.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/attention_sm90.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/tma.h"
 
 namespace ceiling::cuda::sm90 {
 namespace {
@@ -316,42 +316,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (the project links cudart, not
-// libcuda); null when the driver lacks it. Resolved once per process.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// One cache ([num_blocks·Hkv·BS rows, D] bf16) as a TMA tensor: boxes of box_rows × 64 columns,
-// 128-byte swizzle, out-of-range boxes zero-filled.
-Status encode_kv_map(const void* base, int64_t rows, int d, int box_rows, CUtensorMap* map) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d) * 2};  // bytes, of dims[1]
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(
-      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::error(
-        "prefill attention: cuTensorMapEncodeTiled failed (CUresult {}) for a "
-        "cache of {} rows × {} at {}",
-        static_cast<int>(r), rows, d, base);
-  return Status::ok_status();
-}
-
 }  // namespace
 
 bool prefill_tma_available(const char** why) {
@@ -372,8 +336,10 @@ Status run_prefill_wgmma_ws(const PrefillParams& p, int head_dim, int block_size
                              rows, INT32_MAX);
       if (!prefill_tma_available(nullptr))
         return Status::error("prefill attention: TMA unavailable (no cuTensorMapEncodeTiled)");
-      CEILING_RETURN_IF_ERROR(encode_kv_map(p.k, rows, D, kv_box_rows<BS>(), &maps.k));
-      CEILING_RETURN_IF_ERROR(encode_kv_map(p.v, rows, D, kv_box_rows<BS>(), &maps.v));
+      CEILING_RETURN_IF_ERROR(encode_bf16_map(p.k, rows, D, D, kv_box_rows<BS>(), &maps.k,
+                                              "prefill attention K cache"));
+      CEILING_RETURN_IF_ERROR(encode_bf16_map(p.v, rows, D, D, kv_box_rows<BS>(), &maps.v,
+                                              "prefill attention V cache"));
     }
     auto* kern = tma ? prefill_ws_kernel<D, BS, true> : prefill_ws_kernel<D, BS, false>;
     CEILING_CUDA_RETURN(
