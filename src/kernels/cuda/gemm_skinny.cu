@@ -253,12 +253,9 @@ Status launch(const CUtensorMap& wmap, const CUtensorMap& xmap, const SkinnyPara
   auto* kern = skinny_gemm_kernel<kWide>;
   CEILING_CUDA_RETURN(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
-  const dim3 grid(tiles, p.splits), block(S::kThreads);
-  if (p.splits == 1)
-    CEILING_CUDA_RETURN(detail::launch_pdl(kern, grid, block, S::kSmem, stream, wmap, xmap, p));
-  else
-    CEILING_CUDA_RETURN(detail::launch_pdl_cluster(kern, grid, block, S::kSmem, stream,
-                                                   dim3(1, p.splits, 1), wmap, xmap, p));
+  CEILING_CUDA_RETURN(detail::launch_pdl_cluster(kern, dim3(tiles, p.splits), dim3(S::kThreads),
+                                                 S::kSmem, stream, dim3(1, p.splits, 1), wmap, xmap,
+                                                 p));
   return Status::ok_status();
 }
 

@@ -34,27 +34,8 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed.
-// The kernel must follow the contract above. Returns the launch error (check with
-// CEILING_CUDA_RETURN).
-template <typename... KernelArgs, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                       cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
 // launch_pdl of a kernel launched as thread-block clusters of `cluster` CTAs (grid divisible by
-// it; __cluster_dims__ not set on the kernel).
+// it; __cluster_dims__ not set on the kernel); a one-CTA cluster is an ordinary launch.
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
                                cudaStream_t stream, dim3 cluster, Args&&... args) {
@@ -71,8 +52,18 @@ cudaError_t launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 bl
   attr[1].val.clusterDim.y = cluster.y;
   attr[1].val.clusterDim.z = cluster.z;
   cfg.attrs = attr;
-  cfg.numAttrs = 2;
+  cfg.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed.
+// The kernel must follow the contract above. Returns the launch error (check with
+// CEILING_CUDA_RETURN).
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                       cudaStream_t stream, Args&&... args) {
+  return launch_pdl_cluster(kernel, grid, block, smem, stream, dim3(1, 1, 1),
+                            std::forward<Args>(args)...);
 }
 
 }  // namespace ceiling::cuda::detail
