@@ -13,8 +13,7 @@
 //    for group i − 1 and frees that stage on its "empty" mbarrier.
 //  - Epilogue, accumulator rows g and g + 8 of each warp's 16 (wgmma's D layout): one split writes
 //    bf16 out directly (+ bias, + out's old values when accumulating: both loaded before the main
-//    loop).
-//    Several splits of a tile run as one thread-block cluster: each CTA parks its fp32
+//    loop). Several splits of a tile run as one thread-block cluster: each CTA parks its fp32
 //    accumulators in its own (now idle) ring, the cluster synchronizes, and CTA rank r sums column
 //    groups j ≡ r (mod splits) over the cluster's shared memories in rank order — deterministic,
 //    no global scratch — and writes them.
