@@ -2,10 +2,10 @@
 // 1 ≤ M ≤ 64 (meaning: cpu::linear), bf16 operands and output, fp32 accumulation — a skinny GEMM
 // for the rows between the GEMV (gemv.h, M ≤ 16) and cuBLASLt's large-M tiles.
 //
-// Status: a measured comparison, not on the engine's path. On an H200 (r61–r63,
-// bench/engine_notes.md) it ties cuBLASLt on the long 8B projections (gate/up, down) and is
-// 15–40 % slower on the short ones (QKV, o, the 1B's); a batch-64 decode step through it took
-// 6.89 ms against cuBLASLt's 6.11. `ceiling bench kernels` times it beside cuBLASLt
+// Status: a measured comparison, not on the engine's path. On an H200 (r64,
+// bench/engine_notes.md) it ties cuBLASLt on the long 8B projections (gate/up, down) and takes
+// 1.1–1.5× cuBLASLt's time on the short ones (QKV, o, the 1B's); a batch-64 decode step through
+// it took 6.89 ms against cuBLASLt's 6.11 (r63). `ceiling bench kernels` times it beside cuBLASLt
 // (linear_skinny, linear_skinny_cfg) so the comparison stays on record; the lead it was built
 // for — fused epilogues (SiLU, RoPE + KV write) at M > 16 — starts from it.
 //
@@ -61,7 +61,7 @@ SkinnyOccupancy skinny_occupancy();
 // 4.5 TB/s read ceiling; CTAs beyond that share the bandwidth rather than add to it.
 inline constexpr int kSkinnySaturatingSms = 54;
 // The fixed time of a wave (ramp-up, reduction, epilogue), in the time one SM takes for a 16 KB
-// block of W at 84 GB/s: ~3 µs, from r60's split sweep (8 splits of the 8B gate/up, 16 waves of
+// block of W at 84 GB/s: ~3 µs, from r60's split sweep (8 splits of the 8B gate/up, 15 waves of
 // clusters, took 50 µs more than one wave of 112 CTAs streaming the same bytes).
 inline constexpr int kSkinnyWaveBlocks = 15;
 // The (wide, splits) with the least modeled time: per wave of clusters (from
