@@ -77,6 +77,33 @@ TEST(GpuGemvQuant, RopeEpilogueMatchesReference) {
             s);
 }
 
+// Every tensor-core configuration (one and two 16-row tiles a warp) with every fusion: M 1, 8,
+// 9, 16 (one and two token tiles), N off the tiles, K one group and many chunks a k slice with a
+// short last chunk (4224 = 33 groups), fp8 and int4 G = 128.
+TEST(GpuGemvQuant, MmaConfigsMatchReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (const cuda::GemvConfig& c : bench::quant_mma_configs())
+    for (W fmt : {W::kFP8, W::kInt4}) {
+      const int G = fmt == W::kInt4 ? 128 : 0;
+      for (int M : {1, 8, 9, 16}) {
+        for (In input : {In::kPlain, In::kRmsNorm})
+          for (int out : {0, 1, 2})
+            for (int N : {13, 1031})
+              for (int K : {128, 4224}) {
+                const int n = out == 2 ? 2 * N : N;
+                expect_case_passes(*bench::make_gemv_quant_case(fmt, G, input, out == 1, out == 2,
+                                                                M, n, K, N == 13, c),
+                                   s);
+              }
+        expect_case_passes(*bench::make_gemv_quant_rope_case(fmt, G, M, 4096, 32, 8, 128, c), s);
+      }
+      expect_case_passes(
+          *bench::make_gemv_quant_case(fmt, G, In::kPlain, true, false, 16, 4096, 14336, false, c),
+          s);
+    }
+}
+
 // The GEMM path's dequantization: bit-exact against bf16(dequantize_row) (fp8: e4m3 · scale in
 // fp32; int4: (q − zero) · scale with bf16-valued scales, which the group word holds exactly).
 TEST(GpuGemvQuant, DequantizeIsExact) {

@@ -47,7 +47,7 @@ std::vector<cuda::GemvConfig> built_configs() {
 
 // Every built configuration of the tensor-core kernel (gemv_mma_with_config).
 std::vector<cuda::GemvConfig> built_mma_configs() {
-  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}};
+  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}, {256, 32, 1, 2}};
 }
 
 // N from below the grid (1, 13) to one or two rows per CTA (133, just above the SM count) and

@@ -134,8 +134,8 @@ class GemvFusedCase : public CaseBase {
     f.silu_pairs = pairs_;
     if (w_fmt_.quant() && cfg_)
       return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set),
-                                                bias_ ? b_.at(set) : nullptr, out_.at(set), N_, K_,
-                                                s);
+                                                bias_ ? b_.at(set) : nullptr, out_.at(set), M_, N_,
+                                                K_, s);
     if (w_fmt_.quant())
       return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), bias_ ? b_.at(set) : nullptr,
                                     out_.at(set), M_, N_, K_, s);
@@ -311,7 +311,7 @@ class GemvRopeCase : public CaseBase {
               kBlocks,    kBlockSize,   Hq_,        Hkv_,        D_};
     if (w_fmt_.quant() && cfg_)
       return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set), nullptr,
-                                                out_.at(set), N(), H_, s);
+                                                out_.at(set), M_, N(), H_, s);
     if (w_fmt_.quant())
       return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), nullptr, out_.at(set), M_, N(),
                                     H_, s);
@@ -426,6 +426,10 @@ class GemvRopeCase : public CaseBase {
 
 }  // namespace
 
+std::vector<cuda::GemvConfig> quant_mma_configs() {
+  return {{256, 16, 1, 1}, {256, 32, 1, 2}, {128, 32, 1, 2}};
+}
+
 std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool accumulate,
                                                  bool silu_pairs, int M, int N, int K, bool bias,
                                                  std::optional<cuda::GemvConfig> cfg) {
@@ -504,6 +508,21 @@ void register_gemv_fused_cases(CaseList& out) {
           make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, c));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.I, false, c));
     }
+  // The tensor-core kernel at M = 1 (plain input), 4 and 16, one 16-row tile a warp against two
+  // (quant_mma_configs: x loaded once for two tiles).
+  for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
+    for (int M : {1, 4, 16})
+      for (const cuda::GemvConfig& c : quant_mma_configs()) {
+        const Model m{4096, 32, 8, 128, 14336};
+        const int G = fmt == WFmt::kInt4 ? 128 : 0;
+        const In in = cuda::gemv_norm_input_pays(M) ? In::kRmsNorm : In::kPlain;
+        if (M > 1) {
+          out.push_back(make_gemv_quant_case(fmt, G, in, false, false, M, 6144, m.H, false, c));
+          out.push_back(make_gemv_quant_case(fmt, G, in, false, true, M, 2 * m.I, m.H, false, c));
+        }
+        out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.H, false, c));
+        out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I, false, c));
+      }
   // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).
   for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}})
     for (const cuda::GemvConfig& c :

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "bench/case.h"
 #include "kernels/cuda/gemv.h"
@@ -33,5 +34,9 @@ std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int
 std::unique_ptr<KernelCase> make_gemv_quant_rope_case(cuda::GemvWeightFormat fmt, int group, int M,
                                                       int H, int Hq, int Hkv, int D,
                                                       std::optional<cuda::GemvConfig> cfg = {});
+
+// The tensor-core kernel's configurations for quantized weights that gemv_fused_quant_with_config
+// builds at any M: t256r16u1 (dispatched) and two 16-row tiles a warp.
+std::vector<cuda::GemvConfig> quant_mma_configs();
 
 }  // namespace ceiling::bench

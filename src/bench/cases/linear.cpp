@@ -254,8 +254,10 @@ void register_linear_cases(CaseList& out) {
     for (const auto& c : cfgs) out.push_back(make_gemv_config_case(c, N, K));
   // The tensor-core kernel's configurations (M > 1; gemv() picks one by N) at one and two
   // 8-token tiles: more k slices or chunks in flight against more row tiles sharing x in L1.
+  cuda::GemvConfig two_tiles = reg(256, 32, 1);  // two 16-row tiles a warp
+  two_tiles.warp_tiles = 2;
   const cuda::GemvConfig mma_cfgs[] = {reg(512, 16, 1), reg(128, 16, 2), reg(256, 16, 1),
-                                       reg(256, 16, 2), reg(512, 32, 1)};
+                                       reg(256, 16, 2), reg(512, 32, 1), two_tiles};
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336},
                              std::pair{2048, 2048}})
     for (int M : {8, 16})

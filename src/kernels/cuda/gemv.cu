@@ -64,13 +64,15 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with kRowTiles 16-row tiles and kKSlices k slices per
-// CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
+// CTA, each warp owning kWarpTiles of them; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
 template <int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn = GemvInput::kPlain,
-          typename OutT>
+          typename OutT, int kWarpTiles = 1>
 cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int N,
                        int K, cudaStream_t s, const GemvFusion& f = {}) {
+  constexpr auto kW = GemvWeightFormat::kBF16;
+  constexpr int R = kWarpTiles;
   const bool pairs = f.silu_pairs || f.rope.D > 0;
-  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles);
+  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
   const dim3 block(32 * kRowTiles * kKSlices);
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
@@ -79,11 +81,11 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
   using detail::gemv_mma_kernel;
   if constexpr (std::is_same_v<OutT, bf16>) {
     if (pairs)
-      return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>)
-                    : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, true, OutT>);
+      return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, true, OutT, kW, R>)
+                    : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, true, OutT, kW, R>);
   }
-  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>)
-                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT>);
+  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, kUnroll, kIn, false, OutT, kW, R>)
+                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT, kW, R>);
 }
 
 // The one place that maps M to a kernel: the register kernel at M = 1, the tensor-core kernel
@@ -115,8 +117,8 @@ cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, 
 // threads = 32 · row tiles · k slices, rows = 16 · row tiles.
 bool dispatch_mma_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias,
                          bf16* out, int M, int N, int K, cudaStream_t s, cudaError_t* err) {
-  const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u;
+  const auto is = [&](int t, int r, int u, int wt = 1) {
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
   if (is(512, 16, 1))
     *err = launch_mma<1, 16, 1>(x, w, bias, out, M, N, K, s);
@@ -128,6 +130,8 @@ bool dispatch_mma_config(const GemvConfig& c, const bf16* x, const bf16* w, cons
     *err = launch_mma<1, 8, 2>(x, w, bias, out, M, N, K, s);
   else if (is(512, 32, 1))
     *err = launch_mma<2, 8, 1>(x, w, bias, out, M, N, K, s);
+  else if (is(256, 32, 1, 2))
+    *err = launch_mma<1, 8, 1, GemvInput::kPlain, bf16, 2>(x, w, bias, out, M, N, K, s);
   else
     return false;
   return true;
@@ -138,7 +142,7 @@ template <typename OutT>
 bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
                      int N, int K, cudaStream_t s, cudaError_t* err) {
   const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u;
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1;
   };
   if (is(128, 2, 2))
     *err = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
@@ -163,7 +167,7 @@ bool dispatch_fused_config(const GemvConfig& c, const GemvFusion& f, const bf16*
                            cudaError_t* err) {
   constexpr GemvInput kIn = GemvInput::kRmsNorm;
   const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u;
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1;
   };
   if (is(128, 2, 2))
     *err = launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
@@ -201,7 +205,8 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
 }  // namespace
 
 std::string gemv_config_name(const GemvConfig& c) {
-  return fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
+  return c.warp_tiles > 1 ? fmt::format("t{}r{}u{}w{}", c.threads, c.rows, c.unroll, c.warp_tiles)
+                          : fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
 }
 
 int gemv_ctas(int M, int N) {  // dispatch()'s grids (plain output)

@@ -79,10 +79,12 @@ int gemv_ctas(int M, int N);
 // can compare configurations side by side in one run; gemv() uses the measured best.
 //   Register kernel: threads per CTA, weight rows per CTA, 16-byte loads in flight per row and
 //   thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2, t128 r4 u2, t64 r2 u2.
+//   Tensor-core kernel: warp_tiles 16-row tiles a warp (gemv_mma.cuh kWarpTiles; rows counts
+//   all of a CTA's).
 struct GemvConfig {
-  int threads = 128, rows = 2, unroll = 2;
+  int threads = 128, rows = 2, unroll = 2, warp_tiles = 1;
 };
-// "t128r2u4" (bench shape strings).
+// "t128r2u4", with warp tiles "t256r32u1w2" (bench shape strings).
 std::string gemv_config_name(const GemvConfig& cfg);
 // out [1, N] (bf16 or f32) = x [1, K] · W^T (+ bias) with `cfg`; an error names a configuration
 // that is not built.
@@ -93,8 +95,8 @@ Status gemv_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __n
 // Benchmark only: the tensor-core kernel (2 ≤ M ≤ 16; gemv() and gemv_fused() take it for every
 // M > 1) with an explicit configuration: threads = 32 · (16-row tiles per CTA) · (k slices), rows
 // = 16 · tiles, unroll = 64-wide k chunks per stage and lane. Built: t512 r16 u1, t128 r16 u2,
-// t256 r16 u1, t256 r16 u2, t512 r32 u1 (gemv() picks t512r16u1, t512r32u1 or t256r16u1 by N). bf16
-// out, plain input.
+// t256 r16 u1, t256 r16 u2, t512 r32 u1 (gemv() picks t512r16u1, t512r32u1 or t256r16u1 by N), and
+// with 2 tiles a warp t256r32u1w2. bf16 out, plain input.
 Status gemv_mma_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const __nv_bfloat16* w,
                             const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                             cudaStream_t stream);

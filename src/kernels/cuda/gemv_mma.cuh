@@ -80,10 +80,26 @@ __device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_
 // token tiles (M 9..16) spill at 128 registers: left unbounded.
 constexpr int kInt4MmaCtas = 2;
 
+// fp8 with two token tiles and a plain input: 128 registers held two CTAs an SM until the
+// x-operand split of kWarpTiles cost it 7 more (r69, H200, M = 16: o 7.9 → 10.8 µs, down 20.8 →
+// 28.2): bounded to the two CTAs it had.
+template <GemvWeightFormat kW, int kTiles, GemvInput kIn, int kWarpTiles>
+constexpr int gemv_mma_min_ctas() {
+  if (kWarpTiles != 1) return 1;
+  if (kW == GemvWeightFormat::kInt4 && kTiles == 1) return kInt4MmaCtas;
+  if (kW == GemvWeightFormat::kFP8 && kTiles == 2 && kIn == GemvInput::kPlain) return 2;
+  return 1;
+}
+
+//
+// kWarpTiles (R): each warp owns R consecutive 16-row tiles (pairs: 8-pair tiles) and feeds every
+// x fragment it loads to all R, so x moves through L1 once per 16·R weight rows instead of once
+// per 16 (a CTA then covers 16·kRowTiles·R rows). That traffic is what the quantized weights
+// multiply: a 16-byte load of int4 holds 32 k, each with its own 16 bytes of x per token tile.
 template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
-          typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16>
+          typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16, int kWarpTiles = 1>
 __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
-                                  kW == GemvWeightFormat::kInt4 && kTiles == 1 ? kInt4MmaCtas : 1)
+                                  gemv_mma_min_ctas<kW, kTiles, kIn, kWarpTiles>())
     gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                     const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                     const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope,
@@ -92,69 +108,79 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   constexpr bool kNorm = kIn == GemvInput::kRmsNorm, pairs = kPairs;
   constexpr bool kQuant = kW != GemvWeightFormat::kBF16, kInt4 = kW == GemvWeightFormat::kInt4;
   constexpr int kE = weight_elems<kW>();  // weights per 16-byte load
+  constexpr int R = kWarpTiles;
   pdl_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int rt = warp % kRowTiles, ks = warp / kRowTiles;
-  const int tile = blockIdx.x * kRowTiles + rt;
+  const int tile0 = (blockIdx.x * kRowTiles + rt) * R;  // this warp's tiles: tile0 + r, r < R
   const int half = N / 2, half_d = rope.D / 2;
   const auto pair_row = [&](int p, int e) {
     if (rope.D == 0) return e == 0 ? p : half + p;
     return (p / half_d) * rope.D + p % half_d + e * half_d;
   };
-  // This lane's two weight rows (g and g + 8 of the tile), clamped for the loads.
-  int row[2];
-#pragma unroll
-  for (int e = 0; e < 2; ++e)
-    row[e] = pairs ? pair_row(min(tile * 8 + g, half - 1), e) : min(tile * 16 + g + 8 * e, N - 1);
+  // This lane's two weight rows of each tile r (g and g + 8), clamped for the loads; int4: their
+  // group words (load pc is in group pc >> gshift).
   const int pieces = K / kE;  // 16-byte loads per row; 8 per chunk and row
   const char* wbase = kQuant ? static_cast<const char*>(wq.data) : reinterpret_cast<const char*>(w);
-  const char* wrow0 = wbase + static_cast<int64_t>(row[0]) * pieces * 16;
-  const char* wrow1 = wbase + static_cast<int64_t>(row[1]) * pieces * 16;
-  const uint32_t* grow0 = nullptr;  // int4: the rows' group words; load pc is in group pc >> gshift
-  const uint32_t* grow1 = nullptr;
   const int gshift = kInt4 ? __ffs(wq.group_size / 32) - 1 : 0;
-  if constexpr (kInt4) {
-    grow0 = wq.groups + static_cast<int64_t>(row[0]) * (K / wq.group_size);
-    grow1 = wq.groups + static_cast<int64_t>(row[1]) * (K / wq.group_size);
-  }
+  int row[R][2];
+  const char* wrow[R][2];
+  const uint32_t* grow[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tile = tile0 + r;
+      row[r][e] =
+          pairs ? pair_row(min(tile * 8 + g, half - 1), e) : min(tile * 16 + g + 8 * e, N - 1);
+      wrow[r][e] = wbase + static_cast<int64_t>(row[r][e]) * pieces * 16;
+      grow[r][e] =
+          kInt4 ? wq.groups + static_cast<int64_t>(row[r][e]) * (K / wq.group_size) : nullptr;
+    }
 
   // RoPE inputs (no kernel of the step writes them): sin/cos of this lane's pair for its tokens
   // 2q + i of each tile, before the wait.
-  float rope_sn[kTiles][2] = {}, rope_cs[kTiles][2] = {};
-  int64_t rope_slot[kTiles][2] = {};
+  float rope_sn[R][kTiles][2] = {}, rope_cs[R][kTiles][2] = {};
+  int64_t rope_slot[R][kTiles][2] = {};
   if (kPairs && rope.D > 0 && ks == 0) {
-    const int p = tile * 8 + g;
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+    for (int r = 0; r < R; ++r) {
+      const int p = (tile0 + r) * 8 + g;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int m = t * 8 + 2 * q + i;
-        if (m < M && p < half) {
-          sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[p % half_d], &rope_sn[t][i],
-                  &rope_cs[t][i]);
-          if (p / half_d >= rope.Hq) rope_slot[t][i] = rope.slot_mapping[m];
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int m = t * 8 + 2 * q + i;
+          if (m < M && p < half) {
+            sincosf(static_cast<float>(rope.positions[m]) * rope.inv_freq[p % half_d],
+                    &rope_sn[r][t][i], &rope_cs[r][t][i]);
+            if (p / half_d >= rope.Hq) rope_slot[r][t][i] = rope.slot_mapping[m];
+          }
         }
-      }
+    }
   }
 
   const int chunks = (pieces + 7) / 8;  // bf16: 64-wide chunk c holds pieces 8c .. 8c + 7
-  float acc[kTiles][4] = {};
+  float acc[R][kTiles][4] = {};
   float ss[kTiles] = {};  // Σ x² of token t·8 + g over this lane's pieces (kRmsNorm)
   // With `accumulate`, the epilogue lanes load the old outputs right after the wait, so those
   // loads overlap the weight stream (prev[t][2e + i]: row g + 8e, token t·8 + 2q + i).
-  float prev[kTiles][4] = {};
+  float prev[R][kTiles][4] = {};
   const auto wait_producer = [&] {
     pdl_wait();
     if constexpr (std::is_same_v<OutT, bf16>) {
       if (!accumulate || pairs || ks != 0) return;
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int m = t * 8 + 2 * q + (j & 1), n = tile * 16 + g + 8 * (j >> 1);
-          if (m < M && n < N) prev[t][j] = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
-        }
+        for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int m = t * 8 + 2 * q + (j & 1), n = (tile0 + r) * 16 + g + 8 * (j >> 1);
+            if (m < M && n < N)
+              prev[r][t][j] = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
+          }
     }
   };
 
@@ -163,8 +189,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   // lines of 16 rows. Two stages alternate: the next one's loads are in flight while this one's
   // x is loaded and its mma run.
   struct Stage {
-    uint4 a[kUnroll][2], b[kUnroll][2];
-    uint32_t ga[kUnroll][2], gb[kUnroll][2];  // int4: the loads' group words
+    uint4 a[kUnroll][2][R], b[kUnroll][2][R];
+    uint32_t ga[kUnroll][2][R], gb[kUnroll][2][R];  // int4: the loads' group words
   };
   const auto piece = [&](int c0, int u, int j) {
     return 8 * (c0 + u * kKSlices) + (kQuant ? q + 4 * j : 2 * q + j);
@@ -176,27 +202,34 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
       for (int j = 0; j < 2; ++j) {
         const int pc = piece(c0, u, j);
         const bool ok = pc < pieces;
-        st.a[u][j] = ok ? load16_stream(wrow0 + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
-        st.b[u][j] = ok ? load16_stream(wrow1 + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
-        if constexpr (kInt4) {
-          st.ga[u][j] = ok ? __ldg(grow0 + (pc >> gshift)) : 0u;
-          st.gb[u][j] = ok ? __ldg(grow1 + (pc >> gshift)) : 0u;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          st.a[u][j][r] =
+              ok ? load16_stream(wrow[r][0] + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
+          st.b[u][j][r] =
+              ok ? load16_stream(wrow[r][1] + int64_t{pc} * 16) : make_uint4(0, 0, 0, 0);
+          if constexpr (kInt4) {
+            st.ga[u][j][r] = ok ? __ldg(grow[r][0] + (pc >> gshift)) : 0u;
+            st.gb[u][j][r] = ok ? __ldg(grow[r][1] + (pc >> gshift)) : 0u;
+          }
         }
       }
   };
   // x (and γ) of the stage first, then the mma. With the RMS-norm input the B operand x·γ is
   // fp32: it is fed as hi + lo, two bf16 terms (hi = bf16(v), lo = bf16(v − hi)), so the product
   // keeps ~16 bits as gemv_kernel's fp32 one does, not a bf16 rounding the unfused path lacks.
-  // One 8-k piece: x (and γ) of token tiles at k0, then the two mma per tile with the weight
-  // pieces wa (row g) and wb (row g + 8) into d.
-  const auto mma_piece = [&](const uint4& wa, const uint4& wb, const uint4(&xr)[kTiles],
-                             const uint4& gr, float(&d)[kTiles][4]) {
+  // One 8-k piece: the B operands of x (and γ) of each token tile at k0 (hi, and lo with the
+  // RMS-norm input; Σ x² counted once), then per weight tile the two mma per token tile with the
+  // weight pieces wa (row g) and wb (row g + 8) into d.
+  const auto x_operand = [&](const uint4(&xr)[kTiles], const uint4& gr, uint4(&hi)[kTiles],
+                             uint4(&lo)[kTiles]) {
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-      uint4 hi = xr[t], lo = make_uint4(0, 0, 0, 0);
+      hi[t] = xr[t];
+      lo[t] = make_uint4(0, 0, 0, 0);
       if constexpr (kNorm) {
         float xf[8], gf[8], hf[8];
-        to_float8(as_bf16x8(hi), xf);
+        to_float8(as_bf16x8(hi[t]), xf);
         to_float8(as_bf16x8(gr), gf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -207,16 +240,21 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
         to_float8(h8, hf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) hf[e] = xf[e] - hf[e];
-        hi = as_uint4(h8);
-        lo = as_uint4(from_float8(hf));
+        hi[t] = as_uint4(h8);
+        lo[t] = as_uint4(from_float8(hf));
       }
+    }
+  };
+  const auto mma_piece = [&](const uint4& wa, const uint4& wb, const uint4(&hi)[kTiles],
+                             const uint4(&lo)[kTiles], float(&d)[kTiles][4]) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t af[4] = {h ? wa.z : wa.x, h ? wb.z : wb.x, h ? wa.w : wa.y, h ? wb.w : wb.y};
-        mma_16816(d[t], af, h ? hi.z : hi.x, h ? hi.w : hi.y);
-        if constexpr (kNorm) mma_16816(d[t], af, h ? lo.z : lo.x, h ? lo.w : lo.y);
+        mma_16816(d[t], af, h ? hi[t].z : hi[t].x, h ? hi[t].w : hi[t].y);
+        if constexpr (kNorm) mma_16816(d[t], af, h ? lo[t].z : lo[t].x, h ? lo[t].w : lo[t].y);
       }
-    }
   };
   // Quantized weights: per load, its kE / 8 pieces dequantized to bf16 (x loaded per piece).
   const auto compute_quant = [&](const Stage& st, int c0) {
@@ -226,9 +264,13 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
       for (int j = 0; j < 2; ++j) {
         const int pc = piece(c0, u, j);
         const bool ok = pc < pieces;  // else x is zero: the load adds nothing
-        const uint32_t za = kInt4 ? int4_zero_word(st.ga[u][j]) : 0u;
-        const uint32_t zb = kInt4 ? int4_zero_word(st.gb[u][j]) : 0u;
-        float part[kTiles][4] = {};
+        uint32_t za[R], zb[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          za[r] = kInt4 ? int4_zero_word(st.ga[u][j][r]) : 0u;
+          zb[r] = kInt4 ? int4_zero_word(st.gb[u][j][r]) : 0u;
+        }
+        float part[R][kTiles][4] = {};
 #pragma unroll
         for (int v = 0; v < kE / 8; ++v) {
           const int64_t k0 = int64_t{pc} * kE + 8 * v;
@@ -241,17 +283,24 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
             xr[t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + k0))
                                 : make_uint4(0, 0, 0, 0);
           }
-          mma_piece(dequant_bf16<kW>(st.a[u][j], v, za), dequant_bf16<kW>(st.b[u][j], v, zb), xr,
-                    gr, kInt4 ? part : acc);
+          uint4 hi[kTiles], lo[kTiles];
+          x_operand(xr, gr, hi, lo);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            mma_piece(dequant_bf16<kW>(st.a[u][j][r], v, za[r]),
+                      dequant_bf16<kW>(st.b[u][j][r], v, zb[r]), hi, lo, kInt4 ? part[r] : acc[r]);
         }
         if constexpr (kInt4) {
-          const float sa = int4_scale(st.ga[u][j]), sb = int4_scale(st.gb[u][j]);
 #pragma unroll
-          for (int t = 0; t < kTiles; ++t) {
-            acc[t][0] = fmaf(sa, part[t][0], acc[t][0]);
-            acc[t][1] = fmaf(sa, part[t][1], acc[t][1]);
-            acc[t][2] = fmaf(sb, part[t][2], acc[t][2]);
-            acc[t][3] = fmaf(sb, part[t][3], acc[t][3]);
+          for (int r = 0; r < R; ++r) {
+            const float sa = int4_scale(st.ga[u][j][r]), sb = int4_scale(st.gb[u][j][r]);
+#pragma unroll
+            for (int t = 0; t < kTiles; ++t) {
+              acc[r][t][0] = fmaf(sa, part[r][t][0], acc[r][t][0]);
+              acc[r][t][1] = fmaf(sa, part[r][t][1], acc[r][t][1]);
+              acc[r][t][2] = fmaf(sb, part[r][t][2], acc[r][t][2]);
+              acc[r][t][3] = fmaf(sb, part[r][t][3], acc[r][t][3]);
+            }
           }
         }
       }
@@ -280,7 +329,12 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) mma_piece(st.a[u][j], st.b[u][j], xr[u][j], gr[u][j], acc);
+        for (int j = 0; j < 2; ++j) {
+          uint4 hi[kTiles], lo[kTiles];
+          x_operand(xr[u][j], gr[u][j], hi, lo);
+#pragma unroll
+          for (int r = 0; r < R; ++r) mma_piece(st.a[u][j][r], st.b[u][j][r], hi, lo, acc[r]);
+        }
     }
   };
 
@@ -301,20 +355,23 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   }
 
   if constexpr (kW == GemvWeightFormat::kFP8) {  // the row scales, with dequant_bf16's 2^8
-    const float sa = wq.row_scale[row[0]] * kFp8Bf16Unscale,
-                sb = wq.row_scale[row[1]] * kFp8Bf16Unscale;
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-      acc[t][0] *= sa;
-      acc[t][1] *= sa;
-      acc[t][2] *= sb;
-      acc[t][3] *= sb;
+    for (int r = 0; r < R; ++r) {
+      const float sa = wq.row_scale[row[r][0]] * kFp8Bf16Unscale,
+                  sb = wq.row_scale[row[r][1]] * kFp8Bf16Unscale;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        acc[r][t][0] *= sa;
+        acc[r][t][1] *= sa;
+        acc[r][t][2] *= sb;
+        acc[r][t][3] *= sb;
+      }
     }
   }
 
   // Sum the k slices; the ks = 0 warps keep the totals. Σ x²: over the 4 lanes of a token, then
   // over the slices (the row tiles of one slice read the same x: rt = 0 publishes).
-  __shared__ float red[kKSlices > 1 ? kKSlices - 1 : 1][kRowTiles][kTiles][4][32];
+  __shared__ float red[kKSlices > 1 ? kKSlices - 1 : 1][kRowTiles][R][kTiles][4][32];
   __shared__ float ss_part[kKSlices][kTiles * 8];
   if constexpr (kNorm) {
 #pragma unroll
@@ -326,18 +383,22 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   }
   if (ks > 0) {
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[ks - 1][rt][t][i][lane] = acc[t][i];
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[ks - 1][rt][r][t][i][lane] = acc[r][t][i];
   }
   if constexpr (kKSlices > 1 || kNorm) __syncthreads();
   if (ks > 0) return;
 #pragma unroll
   for (int j = 0; j + 1 < kKSlices; ++j)
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[t][i] += red[j][rt][t][i][lane];
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][t][i] += red[j][rt][r][t][i][lane];
 
   // Epilogue: lane (g, q) holds, per token tile t and i ∈ {0, 1}, token m = t·8 + 2q + i of row
   // g (acc[t][i]) and row g + 8 (acc[t][2 + i]).
@@ -349,44 +410,48 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
     return rsqrtf(s / static_cast<float>(K) + eps);
   };
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
+  for (int r = 0; r < R; ++r) {
+    const int tile = tile0 + r;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int m = t * 8 + 2 * q + i;
-      if (m >= M) continue;
-      const float sc = row_scale(m);
-      if constexpr (!kPairs) {
+    for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int n = tile * 16 + g + 8 * e;
-          if (n >= N) continue;
-          float v = acc[t][2 * e + i] * sc;
-          if (bias) v += __bfloat162float(bias[n]);
-          OutT* o = out + static_cast<int64_t>(m) * N + n;
-          if constexpr (std::is_same_v<OutT, bf16>) {
-            if (accumulate) v = __bfloat162float(__float2bfloat16(v)) + prev[t][2 * e + i];
-            *o = __float2bfloat16(v);
-          } else {
-            *o = v;
+      for (int i = 0; i < 2; ++i) {
+        const int m = t * 8 + 2 * q + i;
+        if (m >= M) continue;
+        const float sc = row_scale(m);
+        if constexpr (!kPairs) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int n = tile * 16 + g + 8 * e;
+            if (n >= N) continue;
+            float v = acc[r][t][2 * e + i] * sc;
+            if (bias) v += __bfloat162float(bias[n]);
+            OutT* o = out + static_cast<int64_t>(m) * N + n;
+            if constexpr (std::is_same_v<OutT, bf16>) {
+              if (accumulate) v = __bfloat162float(__float2bfloat16(v)) + prev[r][t][2 * e + i];
+              *o = __float2bfloat16(v);
+            } else {
+              *o = v;
+            }
           }
+        } else {
+          const int p = tile * 8 + g;
+          if (p >= half) continue;
+          const int ra = pair_row(p, 0), rb = pair_row(p, 1);
+          float a = acc[r][t][i] * sc, b = acc[r][t][2 + i] * sc;
+          if (bias) {
+            a += __bfloat162float(bias[ra]);
+            b += __bfloat162float(bias[rb]);
+          }
+          a = __bfloat162float(__float2bfloat16(a));
+          b = __bfloat162float(__float2bfloat16(b));
+          if (rope.D == 0) {
+            out[static_cast<int64_t>(m) * half + p] = __float2bfloat16(silu_times(a, b));
+            continue;
+          }
+          rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, p, a, b,
+                          rope_sn[r][t][i], rope_cs[r][t][i], rope_slot[r][t][i]);
         }
-      } else {
-        const int p = tile * 8 + g;
-        if (p >= half) continue;
-        const int ra = pair_row(p, 0), rb = pair_row(p, 1);
-        float a = acc[t][i] * sc, b = acc[t][2 + i] * sc;
-        if (bias) {
-          a += __bfloat162float(bias[ra]);
-          b += __bfloat162float(bias[rb]);
-        }
-        a = __bfloat162float(__float2bfloat16(a));
-        b = __bfloat162float(__float2bfloat16(b));
-        if (rope.D == 0) {
-          out[static_cast<int64_t>(m) * half + p] = __float2bfloat16(silu_times(a, b));
-          continue;
-        }
-        rope_pair_store(rope, out + static_cast<int64_t>(m) * N, ra, rb, p, a, b, rope_sn[t][i],
-                        rope_cs[t][i], rope_slot[t][i]);
       }
     }
   }

@@ -35,14 +35,14 @@ cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, con
                             f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
 
-// The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile and 8 k slices
-// per CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
-template <GemvInput kIn, W kW>
+// The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile a warp (or
+// kWarpTiles) and kKSlices k slices per CTA; M ≤ 8 takes one 8-token tile, M ≤ 16 two.
+template <GemvInput kIn, W kW, int kKSlices = 8, int kWarpTiles = 1>
 cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                        bf16* out, int M, int N, int K, cudaStream_t s) {
-  constexpr int kRowTiles = 1, kKSlices = 8;
+  constexpr int kRowTiles = 1, R = kWarpTiles;
   const bool pairs = f.silu_pairs || f.rope.D > 0;
-  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles);
+  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
                               static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
@@ -50,16 +50,26 @@ cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w,
   };
   using detail::gemv_mma_kernel;
   if (pairs)
-    return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, true, bf16, kW>)
-                  : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, true, bf16, kW>);
-  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, false, bf16, kW>)
-                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, false, bf16, kW>);
+    return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, true, bf16, kW, R>)
+                  : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, true, bf16, kW, R>);
+  return M <= 8 ? go(gemv_mma_kernel<1, kRowTiles, kKSlices, 1, kIn, false, bf16, kW, R>)
+                : go(gemv_mma_kernel<2, kRowTiles, kKSlices, 1, kIn, false, bf16, kW, R>);
 }
 
 // The tensor-core kernel needs one int4 group across a row group's four adjacent loads (128 k).
 bool mma_ok(const GemvWeights& w) {
   return w.format == W::kFP8 || w.group_size >= 128;
 }
+
+// int4 at 9 ≤ M ≤ 16 (two token tiles): two 16-row tiles a warp, so each x fragment feeds both
+// (r69, H200, the 8B's shapes at M = 16, against one tile a warp: QKV 16.2 → 10.8 µs, o 10.7 →
+// 8.5, gate/up 72.1 → 40.8, down 27.5 → 19.6). With one tile a warp, a lane's two 16-byte int4
+// loads (rows g, g + 8; 32 k each) take 8 loads of x (4 pieces × 2 token tiles): 128 bytes through
+// L1 for 32 bytes of weights. Two tiles halve that. 4 k slices where the halved grid still fills
+// the GPU twice over (N ≥ 6144: QKV, gate/up), else 8 (o, down); one tile below N = 4096, where
+// fewer than 128 CTAs would remain. fp8 (16 weights a load) and M ≤ 8 lost or tied with two
+// tiles (same run): one tile.
+constexpr int kInt4TwoTilesMinN = 4096;
 
 // M = 1: the register kernel in 64-thread CTAs: a 16-byte load holds 2× (fp8) or 4× (int4) the
 // weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each CTA one or
@@ -85,19 +95,35 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
     if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     return launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   }
-  if (mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  if (mma_ok(w)) {
+    if (kW == W::kInt4 && M > 8 && N >= kInt4TwoTilesMinN)
+      return N >= 6144 ? launch_mma<kIn, kW, 4, 2>(f, x, w, bias, out, M, N, K, s)
+                       : launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
+    return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  }
   if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   return launch<16, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
 }
 
-// M = 1 configurations the benchmark compares (gemv_fused_quant_with_config).
+// Configurations the benchmark compares (gemv_fused_quant_with_config): the register kernel's at
+// M = 1, the tensor-core kernel's (threads = 32 · k slices, rows = 16 · warp tiles) at any M.
 template <GemvInput kIn, W kW>
 bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, const GemvWeights& w,
-                     const bf16* bias, bf16* out, int N, int K, cudaStream_t s, cudaError_t* err) {
-  const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u;
+                     const bf16* bias, bf16* out, int M, int N, int K, cudaStream_t s,
+                     cudaError_t* err) {
+  const auto is = [&](int t, int r, int u, int wt = 1) {
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
-  if (is(128, 2, 2))
+  if (c.rows >= 16 && !mma_ok(w)) return false;
+  if (is(256, 16, 1))
+    *err = launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
+  else if (is(256, 32, 1, 2))
+    *err = launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
+  else if (is(128, 32, 1, 2))
+    *err = launch_mma<kIn, kW, 4, 2>(f, x, w, bias, out, M, N, K, s);
+  else if (M != 1)
+    return false;
+  else if (is(128, 2, 2))
     *err = launch<1, 2, 2, 128, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else if (is(64, 4, 2))
     *err = launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
@@ -105,8 +131,6 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
     *err = launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else if (is(64, 2, 2))
     *err = launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
-  else if (is(256, 16, 1) && mma_ok(w))  // the tensor-core kernel at M = 1
-    *err = launch_mma<kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else
     return false;
   return true;
@@ -230,21 +254,22 @@ Status gemv_fused_quant(const GemvFusion& f, const bf16* x, const GemvWeights& w
 }
 
 Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f, const bf16* x,
-                                    const GemvWeights& w, const bf16* bias, bf16* out, int N, int K,
-                                    cudaStream_t stream) {
-  CEILING_RETURN_IF_ERROR(check_quant(f, x, w, 1, N, K));
+                                    const GemvWeights& w, const bf16* bias, bf16* out, int M, int N,
+                                    int K, cudaStream_t stream) {
+  CEILING_RETURN_IF_ERROR(check_quant(f, x, w, M, N, K));
   cudaError_t e = cudaSuccess;
   const bool norm = f.input == GemvInput::kRmsNorm, fp8 = w.format == W::kFP8;
   const bool built = norm ? (fp8 ? dispatch_config<GemvInput::kRmsNorm, W::kFP8>(
-                                       cfg, f, x, w, bias, out, N, K, stream, &e)
+                                       cfg, f, x, w, bias, out, M, N, K, stream, &e)
                                  : dispatch_config<GemvInput::kRmsNorm, W::kInt4>(
-                                       cfg, f, x, w, bias, out, N, K, stream, &e))
+                                       cfg, f, x, w, bias, out, M, N, K, stream, &e))
                           : (fp8 ? dispatch_config<GemvInput::kPlain, W::kFP8>(
-                                       cfg, f, x, w, bias, out, N, K, stream, &e)
+                                       cfg, f, x, w, bias, out, M, N, K, stream, &e)
                                  : dispatch_config<GemvInput::kPlain, W::kInt4>(
-                                       cfg, f, x, w, bias, out, N, K, stream, &e));
+                                       cfg, f, x, w, bias, out, M, N, K, stream, &e));
   if (!built)
-    return Status::error("gemv_fused_quant_with_config: {} not built", gemv_config_name(cfg));
+    return Status::error("gemv_fused_quant_with_config: {} not built for M {}",
+                         gemv_config_name(cfg), M);
   CEILING_CUDA_RETURN(e);
   return Status();
 }

@@ -52,13 +52,14 @@ Status gemv_fused_quant(const GemvFusion& f, const __nv_bfloat16* x, const GemvW
                         const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N, int K,
                         cudaStream_t stream);
 
-// Benchmark only: M = 1 with an explicit configuration (GemvConfig: threads, rows per CTA, loads
-// in flight per row). Built: the register kernel's t128r2u2, t64r4u2 (dispatched), t64r4u1,
-// t64r2u2; t256r16u1 = the tensor-core kernel that 2 ≤ M ≤ 16 take (fp8, and int4 with G ≥ 128).
+// Benchmark only: an explicit configuration (GemvConfig). The register kernel at M = 1 (threads,
+// rows per CTA, loads in flight per row): t128r2u2, t64r4u2, t64r4u1, t64r2u2. The tensor-core
+// kernel at any M (fp8, and int4 with G ≥ 128; threads = 32 · k slices, rows = 16 · tiles a warp):
+// t256r16u1, t256r32u1w2, t128r32u1w2 (4 tiles a warp spill).
 Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f,
                                     const __nv_bfloat16* x, const GemvWeights& w,
-                                    const __nv_bfloat16* bias, __nv_bfloat16* out, int N, int K,
-                                    cudaStream_t stream);
+                                    const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N,
+                                    int K, cudaStream_t stream);
 
 // out [N, K] bf16 = W dequantized (each value rounded to bf16 once), for the GEMM path.
 Status dequantize_weights(const GemvWeights& w, int N, int K, __nv_bfloat16* out,
