@@ -17,9 +17,10 @@
 // lanes of a row group cover 32 k with two mma.
 // The C fragment: lane (g, q) holds rows g and g + 8 for tokens 2q and 2q + 1.
 //
-// CTA = kRowTiles × kKSlices warps: warp (rt, ks) owns 16 rows (tile rt) and the 64-wide k chunks
-// ks, ks + kKSlices, ... (interleaved, so the CTA's warps read adjacent lines of each row); the
-// slices are summed through shared memory and the ks = 0 warps run the epilogue. Rows of a tile:
+// CTA = kRowTiles × kKSlices warps: warp (rt, ks) owns 16 rows (tile rt; with kWarpTiles, below,
+// 16·kWarpTiles) and the 64-wide k chunks ks, ks + kKSlices, ... (interleaved, so the CTA's warps
+// read adjacent lines of each row); the slices are summed through shared memory and the ks = 0
+// warps run the epilogue. Rows of a tile:
 // plain, 16 consecutive rows; with `pairs`, the 8 pairs p0 + g (row g: the pair's first row, row
 // g + 8: its second), so the SiLU or RoPE of a pair is local to one lane's C fragment.
 #pragma once
@@ -61,7 +62,7 @@ __device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_
 }
 
 // x [M, K] (M ≤ 8·kTiles), W [N, K], K % 8 == 0, x and W 16-byte aligned. Arguments as
-// gemv_kernel (gemv.cu). Grid: one CTA per 16·kRowTiles rows (pairs: 8·kRowTiles pairs).
+// gemv_kernel (gemv.cu). Grid: one CTA per 16·kRowTiles·kWarpTiles rows (pairs: 8·… pairs).
 // kPairs: the `pairs` epilogue of gemv_kernel (SiLU, or RoPE with rope.D > 0), a template
 // parameter so that the plain kernel carries none of its registers (nor sincosf's slow path).
 //
@@ -81,8 +82,8 @@ __device__ __forceinline__ void rope_pair_store(const GemvRope& rope, bf16* out_
 constexpr int kInt4MmaCtas = 2;
 
 // fp8 with two token tiles and a plain input: 128 registers held two CTAs an SM until the
-// x-operand split of kWarpTiles cost it 7 more (r69, H200, M = 16: o 7.9 → 10.8 µs, down 20.8 →
-// 28.2): bounded to the two CTAs it had.
+// x-operand split of kWarpTiles cost it 7 more (H200, M = 16: o 7.9 µs in r68 → 10.8 in r69, down
+// 20.8 → 28.2): bounded to the two CTAs it had (r70: 8.0, 21.3).
 template <GemvWeightFormat kW, int kTiles, GemvInput kIn, int kWarpTiles>
 constexpr int gemv_mma_min_ctas() {
   if (kWarpTiles != 1) return 1;
@@ -91,11 +92,10 @@ constexpr int gemv_mma_min_ctas() {
   return 1;
 }
 
-//
 // kWarpTiles (R): each warp owns R consecutive 16-row tiles (pairs: 8-pair tiles) and feeds every
 // x fragment it loads to all R, so x moves through L1 once per 16·R weight rows instead of once
-// per 16 (a CTA then covers 16·kRowTiles·R rows). That traffic is what the quantized weights
-// multiply: a 16-byte load of int4 holds 32 k, each with its own 16 bytes of x per token tile.
+// per 16 (a CTA then covers 16·kRowTiles·R rows). The quantized formats multiply that traffic: a
+// 16-byte int4 load holds 4 pieces of 8 k, each taking its own 16-byte load of x per token tile.
 template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
           typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16, int kWarpTiles = 1>
 __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
