@@ -115,8 +115,10 @@ def b_linear(p):
 
 
 def b_linear_rope(p):
-    # RMSNorm, the QKV projection, then RoPE + the paged KV write (b_rope_kv's torch composite).
+    # RMSNorm (unless the input is plain), the QKV projection, then RoPE + the paged KV write
+    # (b_rope_kv's torch composite).
     M, K, Hq, Hkv, D = p["M"], p["K"], p["Hq"], p["Hkv"], p["D"]
+    norm = p.get("input", "rms_norm") == "rms_norm"
     g = rand((K,), 0.2, 1.5)
     W = rand(((Hq + 2 * Hkv) * D, K), -0.1, 0.1)
     (make_rope, call_rope), _ = b_rope_kv({"T": M, "Hq": Hq, "Hkv": Hkv, "D": D, "block_size": 16,
@@ -127,11 +129,12 @@ def b_linear_rope(p):
         return rand((M, K), -2, 2), pos, slots
 
     def call(s):
-        qkv = F.linear(F.rms_norm(s[0], (K,), g, 1e-5), W)
+        qkv = F.linear(F.rms_norm(s[0], (K,), g, 1e-5) if norm else s[0], W)
         call_rope((qkv, s[1], s[2]))
         return qkv
 
-    return (make, call), "F.rms_norm; F.linear; rotate-half + index_put (torch composite)"
+    name = "F.linear; rotate-half + index_put (torch composite)"
+    return (make, call), ("F.rms_norm; " if norm else "") + name
 
 
 def _fused_linear(p, lin, make_w):

@@ -61,8 +61,12 @@ inline constexpr double kMaxRoundingNoiseFp8Kv = 0.2;
 // batches past 16) run W8A8 on both sides (model/weights.h), so a bf16-level difference in an
 // activation that crosses an E4M3 rounding boundary moves it by a 3-bit-mantissa step, as in an
 // fp8 cache. Measured on an H100 (r51): the 2-layer llama-fp8 model's emulated noise 0.10–0.14
-// where its bf16 noise was below 0.1 before W8A8.
-inline constexpr double kMaxRoundingNoiseW8A8 = 0.2;
+// where its bf16 noise was below 0.1 before W8A8. That sample was too small for a guard: over 14
+// fresh seeds on an H200 (r73, 70 step checks of QuantizedWeights, a CPU-only figure) the noise
+// had median 0.124 and reached 0.205 and 0.212, and seed 1765179655 gives 0.218 — 3 of 15 runs
+// failed this guard at 0.2 while the kernels' ratio stayed ≤ 1.62 (limit 2). 0.3, as for both
+// fp8 sources at once: the ratio rule that judges the GPU is unchanged.
+inline constexpr double kMaxRoundingNoiseW8A8 = 0.3;
 // Both at once (fp8 weights and an fp8 cache): two independent E4M3 rounding sources. Measured on
 // H100s: the 2-layer llama-d128 model's emulated noise 0.15 (r54), 0.21 (r57), where each source
 // alone stays near 0.1; 0.3 keeps the single guards' margin over what the models show.

@@ -42,12 +42,35 @@ TEST(GpuGemvFused, RopeEpilogueMatchesUnfusedReference) {
     for (const auto& [Hq, Hkv, D] :
          {std::tuple{2, 2, 16}, std::tuple{4, 1, 64}, std::tuple{8, 2, 128}, std::tuple{3, 3, 64},
           std::tuple{8, 4, 8}})
-      for (int H : {8, 1048}) expect_case_passes(*bench::make_gemv_rope_case(M, H, Hq, Hkv, D), s);
+      for (int H : {8, 1048}) {
+        expect_case_passes(*bench::make_gemv_rope_case(M, H, Hq, Hkv, D), s);
+        // The plain input: the engine's QKV above M = 1 (after its rms_norm).
+        expect_case_passes(
+            *bench::make_gemv_rope_case(M, H, Hq, Hkv, D, {}, cuda::GemvInput::kPlain), s);
+      }
   expect_case_passes(*bench::make_gemv_rope_case(1, 4096, 32, 8, 128), s);
   // M > 1 at the tensor-core kernel's other CTA shapes (chosen by N): N = 4096 (32-row CTAs)
   // and N = 6144 (16-row CTAs with 8 k slices).
   expect_case_passes(*bench::make_gemv_rope_case(9, 2048, 24, 4, 128), s);
   expect_case_passes(*bench::make_gemv_rope_case(5, 4096, 32, 8, 128), s);
+}
+
+// Every built M = 1 RMS-norm-input configuration (gemv_fused_with_config): SiLU pairs and RoPE +
+// KV write, N off the CTA's rows, K one chunk or not a multiple of the CTA's span, and the 8B's
+// QKV.
+TEST(GpuGemvFused, ConfigsMatchUnfusedReference) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  using In = cuda::GemvInput;
+  for (const cuda::GemvConfig& c :
+       {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{128, 4, 2}, cuda::GemvConfig{64, 2, 2}}) {
+    for (int N : {13, 1031})
+      for (int K : {8, 4104})
+        expect_case_passes(
+            *bench::make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * N, K, N == 13, c), s);
+    expect_case_passes(*bench::make_gemv_rope_case(1, 1048, 4, 1, 64, c), s);
+    expect_case_passes(*bench::make_gemv_rope_case(1, 4096, 32, 8, 128, c), s);
+  }
 }
 
 // The tensor-core kernel's fused paths at each CTA shape (N ≤ 2048, ≤ 5120, above) with SiLU

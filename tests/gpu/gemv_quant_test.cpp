@@ -69,12 +69,13 @@ TEST(GpuGemvQuant, RopeEpilogueMatchesReference) {
   Stream s;
   for (W fmt : {W::kFP8, W::kInt4})
     for (int M : {1, 2, 5, 16})
-      for (const auto& [H, Hq, Hkv, D] :
-           {std::tuple{64, 2, 2, 16}, std::tuple{1056, 4, 1, 64}, std::tuple{4096, 32, 8, 128}})
-        expect_case_passes(
-            *bench::make_gemv_quant_rope_case(fmt, fmt == W::kInt4 ? (H % 128 == 0 ? 128 : 32) : 0,
-                                              M, H, Hq, Hkv, D),
-            s);
+      for (In input : {In::kRmsNorm, In::kPlain})  // plain: the engine's QKV above M = 1
+        for (const auto& [H, Hq, Hkv, D] :
+             {std::tuple{64, 2, 2, 16}, std::tuple{1056, 4, 1, 64}, std::tuple{4096, 32, 8, 128}})
+          expect_case_passes(*bench::make_gemv_quant_rope_case(
+                                 fmt, fmt == W::kInt4 ? (H % 128 == 0 ? 128 : 32) : 0, M, H, Hq,
+                                 Hkv, D, {}, input),
+                             s);
 }
 
 // Every tensor-core configuration (one and two 16-row tiles a warp) with every fusion: M 1, 8,

@@ -230,8 +230,9 @@ class GemvFusedCase : public CaseBase {
 class GemvRopeCase : public CaseBase {
  public:
   GemvRopeCase(int M, int H, int Hq, int Hkv, int D, std::optional<cuda::GemvConfig> cfg,
-               WFmt fmt = WFmt::kBF16, int group = 0)
-      : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg) {
+               WFmt fmt = WFmt::kBF16, int group = 0,
+               cuda::GemvInput input = cuda::GemvInput::kRmsNorm)
+      : M_(M), H_(H), Hq_(Hq), Hkv_(Hkv), D_(D), cfg_(cfg), in_(input) {
     w_fmt_.fmt = fmt;
     w_fmt_.group = group;
   }
@@ -239,15 +240,16 @@ class GemvRopeCase : public CaseBase {
     if (w_fmt_.quant()) return cfg_ ? "linear_gemv_quant_cfg" : "linear_gemv_quant";
     return cfg_ ? "linear_gemv_fused_cfg" : "linear_gemv_fused";
   }
-  bool dispatched() const override {  // the RMS-norm input: see GemvFusedCase
+  bool dispatched() const override {  // the input the engine picks: see GemvFusedCase
     return !cfg_ &&
            (w_fmt_.quant() || cuda::linear_path(cuda::current_crossover_table(), M_, N(), H_) ==
                                   cuda::LinearPath::kGemv) &&
-           cuda::gemv_norm_input_pays(M_);
+           norm() == cuda::gemv_norm_input_pays(M_);
   }
   std::string shape() const override {
-    return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) + " in=rms_norm out=rope_kv " +
-           kv("Hq", Hq_) + " " + kv("Hkv", Hkv_) + " " + kv("D", D_) +
+    return kv("M", M_) + " " + kv("N", N()) + " " + kv("K", H_) +
+           (norm() ? " in=rms_norm" : " in=plain") + " out=rope_kv " + kv("Hq", Hq_) + " " +
+           kv("Hkv", Hkv_) + " " + kv("D", D_) +
            (cfg_ ? " cfg=" + cuda::gemv_config_name(*cfg_) : "") + w_fmt_.shape();
   }
   nlohmann::json params() const override {
@@ -255,7 +257,7 @@ class GemvRopeCase : public CaseBase {
                         {"N", N()},
                         {"K", H_},
                         {"bias", false},
-                        {"input", "rms_norm"},
+                        {"input", norm() ? "rms_norm" : "plain"},
                         {"Hq", Hq_},
                         {"Hkv", Hkv_},
                         {"D", D_},
@@ -266,13 +268,14 @@ class GemvRopeCase : public CaseBase {
     return j;
   }
   std::string baseline_name() const override {
-    return "torch unfused (F.rms_norm, F.linear, rotate-half, index_put)";
+    return norm() ? "torch unfused (F.rms_norm, F.linear, rotate-half, index_put)"
+                  : "torch unfused (F.linear, rotate-half, index_put)";
   }
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N()) * H_ + 3.0 * M_ * (Hq_ + Hkv_) * D_;
-    c.bytes = w_fmt_.bytes(N(), H_) + 2.0 * M_ * H_ + 2.0 * H_ + 2.0 * M_ * Hq_ * D_ +
-              2.0 * M_ * 2 * Hkv_ * D_ + 8.0 * M_ + 4.0 * D_ / 2;
+    c.bytes = w_fmt_.bytes(N(), H_) + 2.0 * M_ * H_ + (norm() ? 2.0 * H_ : 0.0) +
+              2.0 * M_ * Hq_ * D_ + 2.0 * M_ * 2 * Hkv_ * D_ + 8.0 * M_ + 4.0 * D_ / 2;
     c.write_bytes = 2.0 * M_ * Hq_ * D_ + 2.0 * M_ * 2 * Hkv_ * D_;  // q, and k, v into the cache
     c.math = DType::kF32;
     c.round_trips = 2;
@@ -304,9 +307,11 @@ class GemvRopeCase : public CaseBase {
   }
   Status run(int set, cudaStream_t s) override {
     cuda::GemvFusion f;
-    f.input = cuda::GemvInput::kRmsNorm;
-    f.norm_weight = g_.at(set);
-    f.eps = kEps;
+    f.input = in_;
+    if (norm()) {
+      f.norm_weight = g_.at(set);
+      f.eps = kEps;
+    }
     f.rope = {pos_.at(0), slots_.at(0), inv_.at(0), kc_.at(set), vc_.at(set),
               kBlocks,    kBlockSize,   Hq_,        Hkv_,        D_};
     if (w_fmt_.quant() && cfg_)
@@ -331,11 +336,12 @@ class GemvRopeCase : public CaseBase {
     poison(kc_.at(0), kc_.n() * sizeof(bf16), s);
     poison(vc_.at(0), vc_.n() * sizeof(bf16), s);
     run(0, s).throw_if_error();
-    // Reference QKV: RMSNorm(r)·γ, the projection, rounded to bf16 as the unfused GEMV stores it.
+    // Reference QKV: RMSNorm(r)·γ (or x as it is), the projection, rounded to bf16 as the
+    // unfused GEMV stores it.
     const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
     const auto g = to_f32(to_host(g_.at(0), g_.n(), s));
-    std::vector<float> in(size_t(M_) * H_);
-    for (int m = 0; m < M_; ++m) {
+    std::vector<float> in = x;
+    for (int m = 0; m < M_ && norm(); ++m) {
       double ss = 0;
       for (int k = 0; k < H_; ++k) ss += double{x[size_t(m) * H_ + k]} * x[size_t(m) * H_ + k];
       const auto scale = static_cast<float>(1.0 / std::sqrt(ss / H_ + kEps));
@@ -416,8 +422,10 @@ class GemvRopeCase : public CaseBase {
     to_device(slots_.at(0), slots, s);
     to_device(inv_.at(0), inv, s);
   }
+  bool norm() const { return in_ == cuda::GemvInput::kRmsNorm; }
   int M_, H_, Hq_, Hkv_, D_;
   std::optional<cuda::GemvConfig> cfg_;
+  cuda::GemvInput in_;
   CaseWeights w_fmt_;
   Pool<bf16> w_, x_, g_, out_, kc_, vc_;
   Pool<int32_t> pos_, slots_;
@@ -437,8 +445,9 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
 }
 
 std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
-                                                std::optional<cuda::GemvConfig> cfg) {
-  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg);
+                                                std::optional<cuda::GemvConfig> cfg,
+                                                cuda::GemvInput input) {
+  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg, WFmt::kBF16, 0, input);
 }
 
 std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int group,
@@ -451,8 +460,9 @@ std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int
 
 std::unique_ptr<KernelCase> make_gemv_quant_rope_case(cuda::GemvWeightFormat fmt, int group, int M,
                                                       int H, int Hq, int Hkv, int D,
-                                                      std::optional<cuda::GemvConfig> cfg) {
-  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg, fmt, group);
+                                                      std::optional<cuda::GemvConfig> cfg,
+                                                      cuda::GemvInput input) {
+  return std::make_unique<GemvRopeCase>(M, H, Hq, Hkv, D, cfg, fmt, group, input);
 }
 
 // The batch-1 decode steps of Llama-3.1-8B (QKV 6144 after RMSNorm, plain or with RoPE + KV
@@ -476,6 +486,7 @@ void register_gemv_fused_cases(CaseList& out) {
     const Model m{4096, 32, 8, 128, 14336};
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, false, M, 6144, m.H));
     out.push_back(make_gemv_rope_case(M, m.H, m.Hq, m.Hkv, m.D));
+    out.push_back(make_gemv_rope_case(M, m.H, m.Hq, m.Hkv, m.D, {}, In::kPlain));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.H));
     out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, M, 2 * m.I, m.H));
     out.push_back(make_gemv_fused_case(In::kPlain, true, false, M, m.H, m.I));
@@ -488,13 +499,13 @@ void register_gemv_fused_cases(CaseList& out) {
       const int G = fmt == WFmt::kInt4 ? 128 : 0;
       const In in = cuda::gemv_norm_input_pays(M) ? In::kRmsNorm : In::kPlain;
       out.push_back(make_gemv_quant_case(fmt, G, in, false, false, M, 6144, m.H));
-      if (M == 1) out.push_back(make_gemv_quant_rope_case(fmt, G, M, m.H, m.Hq, m.Hkv, m.D));
+      out.push_back(make_gemv_quant_rope_case(fmt, G, M, m.H, m.Hq, m.Hkv, m.D, {}, in));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.H));
       out.push_back(make_gemv_quant_case(fmt, G, in, false, true, M, 2 * m.I, m.H));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I));
     }
   // The quantized M = 1 kernel's configurations side by side (dispatched, gemv_quant.cu: fp8
-  // t64r4u2 with the RMS-norm input and t64r2u2 without; int4 t64r4u1 with it and the tensor-core
+  // t64r4u2 with the RMS-norm input and t64r2u2 without; int4 t64r4u2 with it and the tensor-core
   // kernel t256r16u1 without).
   for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
     for (const cuda::GemvConfig& c :

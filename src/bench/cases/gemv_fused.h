@@ -18,10 +18,12 @@ std::unique_ptr<KernelCase> make_gemv_fused_case(cuda::GemvInput input, bool acc
                                                  bool bias = false,
                                                  std::optional<cuda::GemvConfig> cfg = {});
 
-// The QKV projection with RMSNorm prologue and the RoPE + paged KV write epilogue (GemvRope):
-// M decode tokens, hidden H, Hq / Hkv heads of D.
+// The QKV projection with RMSNorm prologue (or, input kPlain, of x as it is: the engine above
+// M = 1, after its rms_norm) and the RoPE + paged KV write epilogue (GemvRope): M decode tokens,
+// hidden H, Hq / Hkv heads of D.
 std::unique_ptr<KernelCase> make_gemv_rope_case(int M, int H, int Hq, int Hkv, int D,
-                                                std::optional<cuda::GemvConfig> cfg = {});
+                                                std::optional<cuda::GemvConfig> cfg = {},
+                                                cuda::GemvInput input = cuda::GemvInput::kRmsNorm);
 
 // The same cases with fp8 or int4 weights (kernels/cuda/gemv_quant.h gemv_fused_quant), random
 // codes of the format (bench/quant_weights.h), checked against the dequantized CPU reference.
@@ -31,9 +33,9 @@ std::unique_ptr<KernelCase> make_gemv_quant_case(cuda::GemvWeightFormat fmt, int
                                                  bool silu_pairs, int M, int N, int K,
                                                  bool bias = false,
                                                  std::optional<cuda::GemvConfig> cfg = {});
-std::unique_ptr<KernelCase> make_gemv_quant_rope_case(cuda::GemvWeightFormat fmt, int group, int M,
-                                                      int H, int Hq, int Hkv, int D,
-                                                      std::optional<cuda::GemvConfig> cfg = {});
+std::unique_ptr<KernelCase> make_gemv_quant_rope_case(
+    cuda::GemvWeightFormat fmt, int group, int M, int H, int Hq, int Hkv, int D,
+    std::optional<cuda::GemvConfig> cfg = {}, cuda::GemvInput input = cuda::GemvInput::kRmsNorm);
 
 // The tensor-core kernel's configurations for quantized weights that gemv_fused_quant_with_config
 // builds at any M: t256r16u1 (dispatched) and two 16-row tiles a warp.

@@ -80,7 +80,10 @@ constexpr int kInt4TwoTilesMinN = 4096;
 // tensor-core kernel, 6.2 / 14.8 µs against 6.4 / 16.7 (its per-piece x·γ split is what makes it
 // lose with the norm input); fp8 plain t64r2u2, 7.3 / 21.0 µs against 7.6 / 22.6; fp8 with the
 // norm input t64r4u2. Neither fewer integer ops in the int4 dequantization nor a software-
-// pipelined main loop moved the int4 kernels (r54, bench/lowprec_notes.md). 2 ≤ M ≤ 16: the
+// pipelined main loop moved the int4 kernels (r54, bench/lowprec_notes.md), nor did asking L2
+// for the loads ahead (r71). Since r56 bounded the int4 register kernel to 16 warps an SM, two
+// loads in flight per row beat one with the norm input (H200 r71, t64r4u2 against t64r4u1:
+// QKV + RoPE 9.31 / 10.73 µs, gate/up 33.58 / 35.17; not re-measured on an H100). 2 ≤ M ≤ 16: the
 // tensor-core kernel, whose mma takes the weights once for all rows of x (the register kernel
 // spends M FMAs per weight: r42, fp8 gate/up at M = 16 in 263 µs against bf16's 95).
 template <GemvInput kIn, W kW>
@@ -90,6 +93,7 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
     constexpr bool kNormIn = kIn == GemvInput::kRmsNorm;
     if constexpr (kW == W::kInt4) {
       if (!kNormIn && mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
+      if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
       return launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     }
     if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
