@@ -105,31 +105,6 @@ TEST(GpuGemvQuant, MmaConfigsMatchReference) {
     }
 }
 
-// The tensor-core kernel at M = 1 with x·γ split once per CTA into shared memory (t256r16u1xs):
-// the RMS-norm input with plain and SiLU-pair outputs, N off the tiles, K one group and 33 groups,
-// and the RoPE epilogue; fp8 and int4 G = 128. Other inputs and M are refused (not built).
-TEST(GpuGemvQuant, XSmemConfigMatchesReference) {
-  CEILING_REQUIRE_GPU();
-  Stream s;
-  const cuda::GemvConfig c{256, 16, 1, 1, true};
-  for (W fmt : {W::kFP8, W::kInt4}) {
-    const int G = fmt == W::kInt4 ? 128 : 0;
-    for (bool pairs : {false, true})
-      for (int N : {13, 1031})
-        for (int K : {128, 4224})
-          expect_case_passes(*bench::make_gemv_quant_case(fmt, G, In::kRmsNorm, false, pairs, 1,
-                                                          pairs ? 2 * N : N, K, N == 13, c),
-                             s);
-    expect_case_passes(*bench::make_gemv_quant_rope_case(fmt, G, 1, 4096, 32, 8, 128, c), s);
-  }
-  bench::QuantWeightPool pool(W::kInt4, 16, 128, 128, 1);
-  DeviceBuffer b(1 << 16);
-  cuda::GemvFusion f;  // the plain input: not built with x in shared memory
-  EXPECT_FALSE(cuda::gemv_fused_quant_with_config(c, f, b.as<bf16>(), pool.at(0), nullptr,
-                                                  b.as<bf16>(), 1, 16, 128, s)
-                   .ok());
-}
-
 // The GEMM path's dequantization: bit-exact against bf16(dequantize_row) (fp8: e4m3 · scale in
 // fp32; int4: (q − zero) · scale with bf16-valued scales, which the group word holds exactly).
 TEST(GpuGemvQuant, DequantizeIsExact) {

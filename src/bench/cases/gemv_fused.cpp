@@ -519,16 +519,6 @@ void register_gemv_fused_cases(CaseList& out) {
           make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, c));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, 1, m.H, m.I, false, c));
     }
-  // The tensor-core kernel at M = 1 with the RMS-norm input split once per CTA into shared memory
-  // (t256r16u1xs): QKV + RoPE and gate/up, against the configurations above.
-  for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4}) {
-    const Model m{4096, 32, 8, 128, 14336};
-    const int G = fmt == WFmt::kInt4 ? 128 : 0;
-    const cuda::GemvConfig xs{256, 16, 1, 1, true};
-    out.push_back(make_gemv_quant_rope_case(fmt, G, 1, m.H, m.Hq, m.Hkv, m.D, xs));
-    out.push_back(
-        make_gemv_quant_case(fmt, G, In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, xs));
-  }
   // The tensor-core kernel at M = 1 (plain input), 4 and 16, one 16-row tile a warp against two
   // (quant_mma_configs: x loaded once for two tiles); at M = 1 one tile is in the sweep above.
   for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})

@@ -118,7 +118,7 @@ cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, 
 bool dispatch_mma_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias,
                          bf16* out, int M, int N, int K, cudaStream_t s, cudaError_t* err) {
   const auto is = [&](int t, int r, int u, int wt = 1) {
-    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt && !c.x_smem;
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
   if (is(512, 16, 1))
     *err = launch_mma<1, 16, 1>(x, w, bias, out, M, N, K, s);
@@ -142,7 +142,7 @@ template <typename OutT>
 bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf16* bias, OutT* out,
                      int N, int K, cudaStream_t s, cudaError_t* err) {
   const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1 && !c.x_smem;
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1;
   };
   if (is(128, 2, 2))
     *err = launch_fast<1, 2, 2, 128>(x, w, bias, out, 1, N, K, s);
@@ -167,7 +167,7 @@ bool dispatch_fused_config(const GemvConfig& c, const GemvFusion& f, const bf16*
                            cudaError_t* err) {
   constexpr GemvInput kIn = GemvInput::kRmsNorm;
   const auto is = [&](int t, int r, int u) {
-    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1 && !c.x_smem;
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == 1;
   };
   if (is(128, 2, 2))
     *err = launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
@@ -205,10 +205,8 @@ Status run(const bf16* x, const bf16* w, const bf16* bias, OutT* out, int M, int
 }  // namespace
 
 std::string gemv_config_name(const GemvConfig& c) {
-  std::string name = fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
-  if (c.warp_tiles > 1) name += fmt::format("w{}", c.warp_tiles);
-  if (c.x_smem) name += "xs";
-  return name;
+  return c.warp_tiles > 1 ? fmt::format("t{}r{}u{}w{}", c.threads, c.rows, c.unroll, c.warp_tiles)
+                          : fmt::format("t{}r{}u{}", c.threads, c.rows, c.unroll);
 }
 
 int gemv_ctas(int M, int N) {  // dispatch()'s grids (plain output)

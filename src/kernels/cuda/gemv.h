@@ -83,10 +83,8 @@ int gemv_ctas(int M, int N);
 //   all of a CTA's).
 struct GemvConfig {
   int threads = 128, rows = 2, unroll = 2, warp_tiles = 1;
-  bool x_smem = false;  // quantized, M = 1, RMS-norm input: x·γ split once per CTA (gemv_mma.cuh)
 };
-// "t128r2u4", with warp tiles "t256r32u1w2", with x in shared memory "t256r16u1xs" (bench shape
-// strings).
+// "t128r2u4", with warp tiles "t256r32u1w2" (bench shape strings).
 std::string gemv_config_name(const GemvConfig& cfg);
 // out [1, N] (bf16 or f32) = x [1, K] · W^T (+ bias) with `cfg`; an error names a configuration
 // that is not built.

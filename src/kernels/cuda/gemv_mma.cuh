@@ -92,23 +92,12 @@ constexpr int gemv_mma_min_ctas() {
   return 1;
 }
 
-// kXSmem's dynamic shared memory: x·γ of one token as hi + lo bf16, 4 bytes a k.
-constexpr size_t gemv_mma_xsmem_bytes(int K) {
-  return size_t{4} * static_cast<size_t>(K);
-}
-
 // kWarpTiles (R): each warp owns R consecutive 16-row tiles (pairs: 8-pair tiles) and feeds every
 // x fragment it loads to all R, so x moves through L1 once per 16·R weight rows instead of once
 // per 16 (a CTA then covers 16·kRowTiles·R rows). The quantized formats multiply that traffic: a
 // 16-byte int4 load holds 4 pieces of 8 k, each taking its own 16-byte load of x per token tile.
-//
-// kXSmem (the RMS-norm input at M = 1 only): the CTA splits x·γ into its bf16 hi + lo pieces once,
-// into dynamic shared memory (gemv_mma_xsmem_bytes(K)), and sums Σx² once, after the wait; the
-// main loop then reads each piece's B operand from there instead of every lane of every warp
-// loading x and γ and splitting them per piece (r76).
 template <int kTiles, int kRowTiles, int kKSlices, int kUnroll, GemvInput kIn, bool kPairs,
-          typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16, int kWarpTiles = 1,
-          bool kXSmem = false>
+          typename OutT, GemvWeightFormat kW = GemvWeightFormat::kBF16, int kWarpTiles = 1>
 __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
                                   gemv_mma_min_ctas<kW, kTiles, kIn, kWarpTiles>())
     gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
@@ -116,9 +105,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
                     const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope,
                     GemvWeights wq) {
   static_assert(!kPairs || std::is_same_v<OutT, bf16>, "the pair epilogues write bf16");
-  static_assert(
-      !kXSmem || (kIn == GemvInput::kRmsNorm && kTiles == 1 && kW != GemvWeightFormat::kBF16),
-      "x in shared memory: quantized weights, the RMS-norm input, M = 1");
   constexpr bool kNorm = kIn == GemvInput::kRmsNorm, pairs = kPairs;
   constexpr bool kQuant = kW != GemvWeightFormat::kBF16, kInt4 = kW == GemvWeightFormat::kInt4;
   constexpr int kE = weight_elems<kW>();  // weights per 16-byte load
@@ -235,9 +221,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   // One 8-k piece: the B operands of x (and γ) of each token tile at k0 (hi, and lo with the
   // RMS-norm input; Σ x² counted once), then per weight tile the two mma per token tile with the
   // weight pieces wa (row g) and wb (row g + 8) into d.
-  // kXSmem: piece p's hi and lo at xs[2p], xs[2p + 1]; Σx² in xs_ss.
-  extern __shared__ uint4 xs[];
-  __shared__ float xs_ss;
   const auto x_operand = [&](const uint4(&xr)[kTiles], const uint4& gr, uint4(&hi)[kTiles],
                              uint4(&lo)[kTiles]) {
 #pragma unroll
@@ -291,18 +274,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
 #pragma unroll
         for (int v = 0; v < kE / 8; ++v) {
           const int64_t k0 = int64_t{pc} * kE + 8 * v;
-          uint4 hi[kTiles], lo[kTiles];
-          if constexpr (kXSmem) {  // token 0: the lanes g = 0 (B column 0); the others zero
-            const bool mine = ok && g == 0;
-            hi[0] = mine ? xs[k0 / 4] : make_uint4(0, 0, 0, 0);
-            lo[0] = mine ? xs[k0 / 4 + 1] : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              mma_piece(dequant_bf16<kW>(st.a[u][j][r], v, za[r]),
-                        dequant_bf16<kW>(st.b[u][j][r], v, zb[r]), hi, lo,
-                        kInt4 ? part[r] : acc[r]);
-            continue;
-          }
           uint4 xr[kTiles], gr = make_uint4(0, 0, 0, 0);
           if constexpr (kNorm)
             if (ok) gr = as_uint4(load8(gamma + k0));
@@ -312,6 +283,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
             xr[t] = ok && m < M ? as_uint4(load8(x + static_cast<int64_t>(m) * K + k0))
                                 : make_uint4(0, 0, 0, 0);
           }
+          uint4 hi[kTiles], lo[kTiles];
           x_operand(xr, gr, hi, lo);
 #pragma unroll
           for (int r = 0; r < R; ++r)
@@ -372,30 +344,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   int c0 = ks;
   load_w(s0, c0);
   wait_producer();
-  if constexpr (kXSmem) {  // x·γ of token 0 split once, Σx² summed once
-    float part_ss = 0.0f;
-    for (int p = threadIdx.x; p < K / 8; p += blockDim.x) {
-      float xf[8], gf[8], hf[8];
-      to_float8(load8(x + 8 * p), xf);
-      to_float8(load8(gamma + 8 * p), gf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        part_ss = fmaf(xf[e], xf[e], part_ss);
-        xf[e] *= gf[e];
-      }
-      const Bf16x8 h8 = from_float8(xf);
-      to_float8(h8, hf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) hf[e] = xf[e] - hf[e];
-      xs[2 * p] = as_uint4(h8);
-      xs[2 * p + 1] = as_uint4(from_float8(hf));
-    }
-    part_ss = warp_sum(part_ss);
-    if (threadIdx.x == 0) xs_ss = 0.0f;
-    __syncthreads();
-    if (lane == 0) atomicAdd(&xs_ss, part_ss);
-    __syncthreads();
-  }
   while (c0 < chunks) {
     load_w(s1, c0 + kStride);
     compute(s0, c0);
@@ -425,7 +373,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   // over the slices (the row tiles of one slice read the same x: rt = 0 publishes).
   __shared__ float red[kKSlices > 1 ? kKSlices - 1 : 1][kRowTiles][R][kTiles][4][32];
   __shared__ float ss_part[kKSlices][kTiles * 8];
-  if constexpr (kNorm && !kXSmem) {
+  if constexpr (kNorm) {
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
       ss[t] += __shfl_xor_sync(0xffffffffu, ss[t], 1);
@@ -441,7 +389,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
 #pragma unroll
         for (int i = 0; i < 4; ++i) red[ks - 1][rt][r][t][i][lane] = acc[r][t][i];
   }
-  if constexpr (kKSlices > 1 || (kNorm && !kXSmem)) __syncthreads();
+  if constexpr (kKSlices > 1 || kNorm) __syncthreads();
   if (ks > 0) return;
 #pragma unroll
   for (int j = 0; j + 1 < kKSlices; ++j)
@@ -456,7 +404,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   // g (acc[t][i]) and row g + 8 (acc[t][2 + i]).
   const auto row_scale = [&](int m) {
     if constexpr (!kNorm) return 1.0f;
-    if constexpr (kXSmem) return rsqrtf(xs_ss / static_cast<float>(K) + eps);
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < kKSlices; ++j) s += ss_part[j][m];

@@ -61,33 +61,6 @@ bool mma_ok(const GemvWeights& w) {
   return w.format == W::kFP8 || w.group_size >= 128;
 }
 
-// x·γ in shared memory (gemv_mma.cuh kXSmem): the RMS-norm input at M = 1, within the 48 KB a CTA
-// gets without opting in (K ≤ 12288).
-constexpr size_t kXSmemMaxBytes = 48 << 10;
-bool xsmem_ok(GemvInput in, int M, int K) {
-  return in == GemvInput::kRmsNorm && M == 1 && detail::gemv_mma_xsmem_bytes(K) <= kXSmemMaxBytes;
-}
-
-// The tensor-core kernel at M = 1 with the RMS-norm input and x·γ split once per CTA into shared
-// memory: 16 rows (8 pairs) and 8 k slices per CTA, as launch_mma's default.
-template <W kW>
-cudaError_t launch_mma_xsmem(const GemvFusion& f, const bf16* x, const GemvWeights& w,
-                             const bf16* bias, bf16* out, int N, int K, cudaStream_t s) {
-  constexpr auto kIn = GemvInput::kRmsNorm;
-  constexpr int kKSlices = 8;
-  const bool pairs = f.silu_pairs || f.rope.D > 0;
-  const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, pairs ? 8 : 16);
-  const auto go = [&](auto kernel) {
-    return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kKSlices),
-                              detail::gemv_mma_xsmem_bytes(K), s, x,
-                              static_cast<const bf16*>(nullptr), bias, out, 1, N, K, f.norm_weight,
-                              f.eps, f.accumulate, f.rope, w);
-  };
-  using detail::gemv_mma_kernel;
-  return pairs ? go(gemv_mma_kernel<1, 1, kKSlices, 1, kIn, true, bf16, kW, 1, true>)
-               : go(gemv_mma_kernel<1, 1, kKSlices, 1, kIn, false, bf16, kW, 1, true>);
-}
-
 // int4 at 9 ≤ M ≤ 16 (two token tiles): two 16-row tiles a warp, so each x fragment feeds both
 // (r69, H200, the 8B's shapes at M = 16, against one tile a warp: QKV 16.2 → 10.8 µs, o 10.7 →
 // 8.5, gate/up 72.1 → 40.8, down 27.5 → 19.6). With one tile a warp, a lane's two 16-byte int4
@@ -118,8 +91,6 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
                      bf16* out, int M, int N, int K, cudaStream_t s) {
   if (M == 1) {
     constexpr bool kNormIn = kIn == GemvInput::kRmsNorm;
-    if (kNormIn && mma_ok(w) && xsmem_ok(kIn, M, K))
-      return launch_mma_xsmem<kW>(f, x, w, bias, out, N, K, s);
     if constexpr (kW == W::kInt4) {
       if (!kNormIn && mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
       if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
@@ -144,14 +115,11 @@ template <GemvInput kIn, W kW>
 bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, const GemvWeights& w,
                      const bf16* bias, bf16* out, int M, int N, int K, cudaStream_t s,
                      cudaError_t* err) {
-  const auto is = [&](int t, int r, int u, int wt = 1, bool xs = false) {
-    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt && c.x_smem == xs;
+  const auto is = [&](int t, int r, int u, int wt = 1) {
+    return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
   if (c.rows >= 16 && !mma_ok(w)) return false;
-  if (is(256, 16, 1, 1, true)) {
-    if (!xsmem_ok(kIn, M, K)) return false;
-    *err = launch_mma_xsmem<kW>(f, x, w, bias, out, N, K, s);
-  } else if (is(256, 16, 1))
+  if (is(256, 16, 1))
     *err = launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   else if (is(256, 32, 1, 2))
     *err = launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
