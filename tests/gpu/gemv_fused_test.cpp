@@ -62,8 +62,7 @@ TEST(GpuGemvFused, ConfigsMatchUnfusedReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
   using In = cuda::GemvInput;
-  for (const cuda::GemvConfig& c :
-       {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{128, 4, 2}, cuda::GemvConfig{64, 2, 2}}) {
+  for (const cuda::GemvConfig& c : bench::fused_norm_configs()) {
     for (int N : {13, 1031})
       for (int K : {8, 4104})
         expect_case_passes(

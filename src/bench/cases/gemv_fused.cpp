@@ -434,6 +434,10 @@ class GemvRopeCase : public CaseBase {
 
 }  // namespace
 
+std::vector<cuda::GemvConfig> fused_norm_configs() {
+  return {{128, 2, 2}, {128, 4, 2}, {64, 2, 2}};
+}
+
 std::vector<cuda::GemvConfig> quant_mma_configs() {
   return {{256, 16, 1, 1}, {256, 32, 1, 2}, {128, 32, 1, 2}};
 }
@@ -537,8 +541,7 @@ void register_gemv_fused_cases(CaseList& out) {
       }
   // The RMSNorm-input kernels' configurations side by side (t128r2u2 is the dispatched one).
   for (const Model& m : {Model{4096, 32, 8, 128, 14336}, Model{2048, 32, 8, 64, 8192}})
-    for (const cuda::GemvConfig& c :
-         {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{128, 4, 2}, cuda::GemvConfig{64, 2, 2}}) {
+    for (const cuda::GemvConfig& c : fused_norm_configs()) {
       out.push_back(make_gemv_rope_case(1, m.H, m.Hq, m.Hkv, m.D, c));
       out.push_back(make_gemv_fused_case(In::kRmsNorm, false, true, 1, 2 * m.I, m.H, false, c));
     }

@@ -37,6 +37,10 @@ std::unique_ptr<KernelCase> make_gemv_quant_rope_case(
     cuda::GemvWeightFormat fmt, int group, int M, int H, int Hq, int Hkv, int D,
     std::optional<cuda::GemvConfig> cfg = {}, cuda::GemvInput input = cuda::GemvInput::kRmsNorm);
 
+// The M = 1 RMS-norm-input configurations gemv_fused_with_config builds (bf16 weights):
+// t128r2u2, t128r4u2, t64r2u2.
+std::vector<cuda::GemvConfig> fused_norm_configs();
+
 // The tensor-core kernel's configurations for quantized weights that gemv_fused_quant_with_config
 // builds at any M: t256r16u1 (dispatched) and two 16-row tiles a warp.
 std::vector<cuda::GemvConfig> quant_mma_configs();

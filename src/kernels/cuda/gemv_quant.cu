@@ -89,14 +89,14 @@ constexpr int kInt4TwoTilesMinN = 4096;
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
+  // M = 1: the norm input t64r4u2 for both formats; the plain input int4 the tensor-core kernel
+  // (t64r4u1 for groups under 128), fp8 t64r2u2.
   if (M == 1) {
-    constexpr bool kNormIn = kIn == GemvInput::kRmsNorm;
-    if constexpr (kW == W::kInt4) {
-      if (!kNormIn && mma_ok(w)) return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
-      if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
-      return launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
-    }
-    if (kNormIn) return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    if constexpr (kIn == GemvInput::kRmsNorm)
+      return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    if constexpr (kW == W::kInt4)
+      return mma_ok(w) ? launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s)
+                       : launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     return launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   }
   if (mma_ok(w)) {
