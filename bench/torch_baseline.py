@@ -349,6 +349,7 @@ BUILDERS = {
     "linear_gemv_fused": b_linear_fused,
     "linear_gemv_quant": b_linear_quant,
     "linear_fp8_w8a8": b_linear_fp8_w8a8,
+    "linear_int4": b_linear_quant,
     "argmax": b_argmax,
     "sample": b_sample,
 }

@@ -10,6 +10,7 @@
 #include "engine/cuda/engine_kernels.h"
 #include "engine/cuda/sampler_state.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm_int4.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/quantize_act.h"
@@ -117,10 +118,15 @@ namespace {
 
 // Rows of x up to which fp8 / int4 weights take the quantized GEMV (gemv_quant.h: the register
 // kernel at M = 1, the tensor-core kernel above); past the GEMV's limit they are dequantized to
-// bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call.
+// bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call — fp8
+// takes W8A8 there instead, int4 gemm_int4 (below).
 constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
 static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
               "W8A8 starts where the quantized GEMV stops (model/weights.h)");
+
+// int4 past the GEMV: gemm_int4 (no bf16 image) up to this many rows, when its rules hold (group
+// size ≥ 128); above it, and for smaller groups, the dequantize + cuBLASLt path.
+constexpr int kInt4GemmMaxM = 1 << 30;
 
 cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
   cuda_impl::DeviceLinear d;
@@ -167,6 +173,10 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
       }
       cuda::dequantize_rows_fp8(act_q_, act_scale_, rows, w.K, act_bf16_, stream_).throw_if_error();
       xin = act_bf16_;
+    } else if (rows <= kInt4GemmMaxM && cuda::gemm_int4_unsupported(w.w, w.N, w.K).empty()) {
+      cuda::gemm_int4(xin, w.w, b, static_cast<bf16*>(out), rows, w.N, w.K, accumulate, stream_)
+          .throw_if_error();
+      return;
     }
     cuda::dequantize_weights(w.w, w.N, w.K, static_cast<bf16*>(weights_.dequant_scratch.get()),
                              stream_)

@@ -1,5 +1,6 @@
 // Device helpers shared by the kernel files of this directory (include from .cu files only):
-// 16-byte bf16 vectors, bf16 <-> fp32 conversion, warp and block reductions, grid sizing.
+// 16-byte bf16 vectors, bf16 <-> fp32 conversion, warp and block reductions, mma.sync, cp.async,
+// grid sizing.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -108,6 +109,30 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy global → shared; when !valid nothing is read and the 16 bytes are zeroed.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+// The same for 4 bytes (through L1).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 inline unsigned ceil_div(int64_t a, int64_t b) {

@@ -1,0 +1,207 @@
+#include "bench/cases/linear_int4.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "bench/cases/case_util.h"
+#include "bench/quant_weights.h"
+#include "kernels/cuda/gemm_int4.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/gemv_quant.h"
+
+namespace ceiling::bench {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using WFmt = cuda::GemvWeightFormat;
+
+class LinearInt4Case : public CaseBase {
+ public:
+  LinearInt4Case(Int4Path path, const cuda::GemmInt4Config& cfg, int M, int N, int K, int G,
+                 bool bias, bool accumulate)
+      : path_(path), cfg_(cfg), M_(M), N_(N), K_(K), G_(G), bias_(bias), acc_(accumulate) {}
+  std::string op() const override {
+    return path_ == Int4Path::kDequant  ? "linear_int4_dequant"
+           : path_ == Int4Path::kConfig ? "linear_int4_cfg"
+                                        : "linear_int4";
+  }
+  // The engine runs gemm_int4 at its default configuration past the GEMV (cuda_ops.cpp).
+  bool dispatched() const override { return path_ == Int4Path::kGemm; }
+  std::string shape() const override {
+    std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " " + kv("G", G_);
+    if (bias_) s += " bias";
+    if (acc_) s += " residual";
+    if (path_ == Int4Path::kConfig) s += " cfg=" + cuda::gemm_int4_config_name(cfg_);
+    return s;
+  }
+  std::string dtype() const override { return "int4"; }
+  nlohmann::json params() const override {
+    return {{"M", M_},           {"N", N_},          {"K", K_},
+            {"group_size", G_},  {"bias", bias_},    {"residual", acc_},
+            {"weights", "int4"}, {"input", "plain"}, {"accumulate", acc_}};
+  }
+  // torch: tinygemm (torch._weight_int4pack_mm) and dequantize + F.linear (torch_baseline.py).
+  std::string baseline_name() const override {
+    return path_ == Int4Path::kGemm ? "torch int4 (tinygemm | dequantize + F.linear)" : "";
+  }
+  Cost cost() const override {
+    Cost c;
+    c.flops = 2.0 * M_ * double(N_) * K_;
+    const double w = double(cuda::gemv_weight_bytes(WFmt::kInt4, N_, K_, G_));
+    const double out = 2.0 * M_ * double(N_) * (acc_ ? 2 : 1);
+    // gemm_int4: W once, x once, out once (twice with the residual). Dequantize: W read, its bf16
+    // image written and read again, then the bf16 GEMM.
+    c.bytes = w + 2.0 * M_ * double(K_) + out + (bias_ ? 2.0 * N_ : 0.0) +
+              (path_ == Int4Path::kDequant ? 4.0 * N_ * double(K_) : 0.0);
+    c.write_bytes =
+        2.0 * M_ * double(N_) + (path_ == Int4Path::kDequant ? 2.0 * N_ * double(K_) : 0.0);
+    c.math = DType::kBF16;
+    if (path_ == Int4Path::kDequant) {
+      c.tiles = int64_t((M_ + 127) / 128) * ((N_ + 127) / 128);
+      c.launches = 2;
+      c.round_trips = 2;
+      c.pdl = false;
+    } else {
+      const cuda::GemmInt4Config g = config();
+      c.tiles = int64_t((M_ + g.tokens - 1) / g.tokens) * ((N_ + g.rows - 1) / g.rows);
+    }
+    return c;
+  }
+  size_t set_bytes() const override {
+    return wq_.set_bytes() + bf16_bytes(double(M_) * K_ + N_ + double(M_) * N_);
+  }
+  void setup(int copies, uint64_t seed, cudaStream_t s) override {
+    remember(copies, seed);
+    wq_ = QuantWeightPool(WFmt::kInt4, N_, K_, G_, copies);
+    wq_.fill(seed, s);
+    x_ = Pool<bf16>(size_t(M_) * K_, copies);
+    b_ = Pool<bf16>(N_, copies);
+    out_ = Pool<bf16>(size_t(M_) * N_, copies);
+    fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
+    fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
+    fill_uniform(out_.base(), out_.total(), seed + 3, -1.0f, 1.0f, s);
+    if (path_ == Int4Path::kDequant) {
+      wimg_ = DeviceBuffer(size_t(N_) * K_ * 2);  // one image for every set, as CudaOps's
+      lt_.plan(M_, N_, K_, bias_, DType::kBF16).throw_if_error();
+    }
+  }
+  Status run(int set, cudaStream_t s) override {
+    const bf16* bias = bias_ ? b_.at(set) : nullptr;
+    const cuda::GemvWeights w = wq_.at(set);
+    switch (path_) {
+      case Int4Path::kGemm:
+        return cuda::gemm_int4(x_.at(set), w, bias, out_.at(set), M_, N_, K_, acc_, s);
+      case Int4Path::kConfig:
+        return cuda::gemm_int4_with_config(cfg_, x_.at(set), w, bias, out_.at(set), M_, N_, K_,
+                                           acc_, s);
+      case Int4Path::kDequant:
+        CEILING_RETURN_IF_ERROR(cuda::dequantize_weights(w, N_, K_, wimg_.as<bf16>(), s));
+        return lt_.run(x_.at(set), wimg_.as<bf16>(), bias, out_.at(set), DType::kBF16, M_, N_, K_,
+                       s, acc_);
+    }
+    return Status::error("linear_int4: unknown path");
+  }
+  // Rows 0, 1, 31, 32, M/2, M − 1 (both halves of a 64-token tile, a 32-token tile's edge) against
+  // the dequantized weights in double.
+  CheckResult check(cudaStream_t s) override {
+    const uint64_t sd = check_seed();
+    wq_.fill(sd, s, /*set0_only=*/true);
+    fill_uniform(x_.at(0), x_.n(), sd + 1, -1.0f, 1.0f, s);
+    fill_uniform(b_.at(0), b_.n(), sd + 2, -1.0f, 1.0f, s);
+    fill_uniform(out_.at(0), out_.n(), sd + 3, -1.0f, 1.0f, s);
+    const auto resid = to_f32(to_host(out_.at(0), out_.n(), s));
+    if (!acc_) poison(out_.at(0), out_.n() * 2, s);
+    run(0, s).throw_if_error();
+    const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
+    const auto b = to_f32(to_host(b_.at(0), b_.n(), s));
+    const auto got_all = to_f32(to_host(out_.at(0), out_.n(), s));
+    const std::vector<float> w = wq_.dequantized();
+    std::vector<int> rows;
+    for (int m : {0, 1, 31, 32, M_ / 2, M_ - 1})
+      if (m < M_ && std::find(rows.begin(), rows.end(), m) == rows.end()) rows.push_back(m);
+    CheckResult r;
+    r.tolerance = kTolBf16Out;
+    std::vector<float> got, ref;
+    for (int m : rows) {
+      const float* xm = x.data() + size_t(m) * K_;
+      for (int n = 0; n < N_; ++n) {
+        double acc = 0;
+        const float* wn = w.data() + size_t(n) * K_;
+        for (int k = 0; k < K_; ++k) acc += double(xm[k]) * wn[k];
+        if (bias_) acc += b[n];
+        if (acc_) acc += resid[size_t(m) * N_ + n];
+        ref.push_back(static_cast<float>(acc));
+        got.push_back(got_all[size_t(m) * N_ + n]);
+      }
+    }
+    r.max_rel_err = rel_err(got, ref);
+    r.detail = err_str("out", r.max_rel_err) + " (" + std::to_string(rows.size()) + " rows)";
+    // Rows past the ones checked must be written too (no stray NaN from the poison).
+    if (!acc_)
+      for (size_t i = 0; i < got_all.size(); ++i)
+        if (!std::isfinite(got_all[i])) {
+          r.failure = "out[" + std::to_string(i / N_) + ", " + std::to_string(i % N_) +
+                      "] not written (NaN poison left)";
+          break;
+        }
+    return r;
+  }
+
+ private:
+  cuda::GemmInt4Config config() const {
+    if (path_ == Int4Path::kConfig) return cfg_;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      sms = 132;  // no device here: as an H100 / H200 (the case is not run)
+    }
+    return cuda::gemm_int4_default_config(M_, N_, sms);
+  }
+
+  Int4Path path_;
+  cuda::GemmInt4Config cfg_;
+  int M_, N_, K_, G_;
+  bool bias_, acc_;
+  QuantWeightPool wq_;
+  Pool<bf16> x_, b_, out_;
+  DeviceBuffer wimg_;
+  cuda::LtGemm lt_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelCase> make_linear_int4_case(Int4Path path, int M, int N, int K, int G,
+                                                  bool bias, bool accumulate,
+                                                  const cuda::GemmInt4Config& cfg) {
+  return std::make_unique<LinearInt4Case>(path, cfg, M, N, K, G, bias, accumulate);
+}
+
+// Llama-3.1-8B's projections (QKV, o with the residual, gate/up, down with the residual), G = 128,
+// at decode batches past the GEMV (32, 64, 256), a short prompt (128) and prefill chunks (2048,
+// 8192): gemm_int4 as dispatched and the dequantize + cuBLASLt path it replaced; every built
+// configuration at 64, 256 and 2048 rows (the sweep behind gemm_int4_default_config).
+void register_linear_int4_cases(CaseList& out) {
+  struct Shape {
+    int N, K;
+    bool residual;
+  };
+  const Shape shapes[] = {
+      {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
+  for (int M : {32, 64, 128, 256, 2048, 8192})
+    for (const Shape& sh : shapes) {
+      out.push_back(make_linear_int4_case(Int4Path::kGemm, M, sh.N, sh.K, 128, false, sh.residual));
+      out.push_back(
+          make_linear_int4_case(Int4Path::kDequant, M, sh.N, sh.K, 128, false, sh.residual));
+      if (M == 64 || M == 256 || M == 2048)
+        for (const cuda::GemmInt4Config& c : cuda::gemm_int4_configs())
+          out.push_back(
+              make_linear_int4_case(Int4Path::kConfig, M, sh.N, sh.K, 128, false, sh.residual, c));
+    }
+}
+
+}  // namespace ceiling::bench

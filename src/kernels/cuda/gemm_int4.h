@@ -1,0 +1,48 @@
+// The linear layer with int4 weights past the GEMV (M > 16: serving batches and prefill chunks):
+// out [M, N] = x [M, K] · Wᵀ (+ bias) (+ out), W in gemv_quant.h's device layout, read as it is
+// (no bf16 image), bf16 activations, fp32 accumulation. Before it, every such call dequantized the
+// whole weight to bf16 and ran cuBLASLt (gemv_quant.h dequantize_weights): 4.5 bytes moved per
+// weight instead of 0.5 + the groups. The meaning is QuantLinear's (model/weights.h), as the GEMV:
+//   W[n, k] = (q[n, k] − zero[n, k/G]) · scale[n, k/G]
+// with (q − zero) exact in bf16 on the tensor cores and the group scale applied in fp32 to each
+// 128-wide k tile's partial sums (so the products round no more than the GEMV's).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cuda/gemv_quant.h"
+
+namespace ceiling::cuda {
+
+// A CTA's tile: `rows` of W (N) × `tokens` of x (M), in warps of 32 × 32, k in steps of 128 through
+// a `stages`-deep cp.async ring in shared memory.
+struct GemmInt4Config {
+  int rows = 128;   // 64 or 128
+  int tokens = 64;  // 32 or 64
+  int stages = 4;   // 3 or 4
+};
+std::string gemm_int4_config_name(const GemmInt4Config& c);  // "n128m64s4"
+// Every configuration built (for the benchmark's sweep).
+std::vector<GemmInt4Config> gemm_int4_configs();
+// The configuration gemm_int4 runs at (M, N) on a device of `sms` SMs.
+GemmInt4Config gemm_int4_default_config(int M, int N, int sms);
+
+// Why `w` cannot run gemm_int4 at (N, K), or "": int4 weights, K a multiple of 128, the group
+// size a multiple of 128 (one group per k tile; smaller groups keep the dequantize + GEMM path),
+// the pointers set and 16-byte aligned.
+std::string gemm_int4_unsupported(const GemvWeights& w, int N, int K);
+
+// out [M, N] (bf16) = x [M, K] · Wᵀ (+ bias [N]) (+ out when `accumulate`); M ≥ 1, x 16-byte
+// aligned. Launched with PDL (pdl.cuh): graph- and stream-safe.
+Status gemm_int4(const __nv_bfloat16* x, const GemvWeights& w, const __nv_bfloat16* bias,
+                 __nv_bfloat16* out, int M, int N, int K, bool accumulate, cudaStream_t stream);
+Status gemm_int4_with_config(const GemmInt4Config& cfg, const __nv_bfloat16* x,
+                             const GemvWeights& w, const __nv_bfloat16* bias, __nv_bfloat16* out,
+                             int M, int N, int K, bool accumulate, cudaStream_t stream);
+
+}  // namespace ceiling::cuda
