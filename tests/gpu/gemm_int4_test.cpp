@@ -109,19 +109,24 @@ TEST(GpuGemmInt4, PdlChainAndGraphBitExact) {
 }
 
 TEST(GpuGemmInt4, DefaultConfiguration) {
-  // 32-token tiles up to 32 rows, 64 above; 128-row tiles once they fill the SMs, 64 before.
-  EXPECT_EQ(cuda::gemm_int4_default_config(17, 4096, 132).tokens, 32);
-  EXPECT_EQ(cuda::gemm_int4_default_config(33, 4096, 132).tokens, 64);
-  EXPECT_EQ(cuda::gemm_int4_default_config(64, 4096, 132).rows, 64);
-  EXPECT_EQ(cuda::gemm_int4_default_config(64, 28672, 132).rows, 128);
-  EXPECT_EQ(cuda::gemm_int4_default_config(2048, 4096, 132).rows, 128);
-  for (int M : {1, 64, 8192}) {
-    const cuda::GemmInt4Config c = cuda::gemm_int4_default_config(M, 6144, 132);
-    bool built = false;
-    for (const cuda::GemmInt4Config& b : cuda::gemm_int4_configs())
-      built |= b.rows == c.rows && b.tokens == c.tokens && b.stages == c.stages;
-    EXPECT_TRUE(built) << cuda::gemm_int4_config_name(c);
-  }
+  // 32-token tiles up to 32 rows, 64 above; 128-row tiles once they fill the SMs twice, 64-row
+  // tiles once they fill them once, else 64-row tiles with the k range split over 2 or 4 slices.
+  const auto name = [](int M, int N) {
+    return cuda::gemm_int4_config_name(cuda::gemm_int4_default_config(M, N, 132));
+  };
+  EXPECT_EQ(name(17, 28672), "n64m32k1s4");
+  EXPECT_EQ(name(17, 4096), "n64m32k4s3");
+  EXPECT_EQ(name(64, 4096), "n64m64k2s3");
+  EXPECT_EQ(name(64, 28672), "n64m64k1s4");
+  EXPECT_EQ(name(2048, 4096), "n128m64k1s4");
+  for (int M : {1, 64, 8192})
+    for (int N : {1, 4096, 6144, 28672}) {
+      const cuda::GemmInt4Config c = cuda::gemm_int4_default_config(M, N, 132);
+      bool built = false;
+      for (const cuda::GemmInt4Config& b : cuda::gemm_int4_configs())
+        built |= cuda::gemm_int4_config_name(b) == cuda::gemm_int4_config_name(c);
+      EXPECT_TRUE(built) << cuda::gemm_int4_config_name(c);
+    }
 }
 
 TEST(GpuGemmInt4, Errors) {
@@ -144,9 +149,9 @@ TEST(GpuGemmInt4, Errors) {
   expect_error(run(w128.at(0), x.as<bf16>() + 1, 20, 64, 256), "not 16-byte aligned");
   bench::QuantWeightPool f8(cuda::GemvWeightFormat::kFP8, 64, 256, 0, 1);
   expect_error(run(f8.at(0), x.as<bf16>(), 20, 64, 256), "not int4");
-  expect_error(cuda::gemm_int4_with_config({96, 32, 4}, x.as<bf16>(), w128.at(0), nullptr,
+  expect_error(cuda::gemm_int4_with_config({96, 32, 1, 4}, x.as<bf16>(), w128.at(0), nullptr,
                                            out.as<bf16>(), 20, 64, 256, false, s),
-               "n96m32s4 is not built");
+               "n96m32k1s4 is not built");
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
 }
 

@@ -184,7 +184,7 @@ std::unique_ptr<KernelCase> make_linear_int4_case(Int4Path path, int M, int N, i
 // Llama-3.1-8B's projections (QKV, o with the residual, gate/up, down with the residual), G = 128,
 // at decode batches past the GEMV (32, 64, 256), a short prompt (128) and prefill chunks (2048,
 // 8192): gemm_int4 as dispatched and the dequantize + cuBLASLt path it replaced; every built
-// configuration at 64, 256 and 2048 rows (the sweep behind gemm_int4_default_config).
+// configuration up to 2048 rows (the sweep behind gemm_int4_default_config).
 void register_linear_int4_cases(CaseList& out) {
   struct Shape {
     int N, K;
@@ -197,7 +197,7 @@ void register_linear_int4_cases(CaseList& out) {
       out.push_back(make_linear_int4_case(Int4Path::kGemm, M, sh.N, sh.K, 128, false, sh.residual));
       out.push_back(
           make_linear_int4_case(Int4Path::kDequant, M, sh.N, sh.K, 128, false, sh.residual));
-      if (M == 64 || M == 256 || M == 2048)
+      if (M != 8192)
         for (const cuda::GemmInt4Config& c : cuda::gemm_int4_configs())
           out.push_back(
               make_linear_int4_case(Int4Path::kConfig, M, sh.N, sh.K, 128, false, sh.residual, c));

@@ -34,80 +34,109 @@ namespace ceiling::cuda {
 namespace detail {
 namespace {
 
-constexpr int kBK = 128;  // k per stage: one int4 group (G ≥ 128)
+constexpr int kBK = 128;  // k per k tile: one int4 group (G ≥ 128)
 
-template <int kWN, int kWM>
+// kWN × kWM warps of 32 rows × 32 tokens, repeated for kKS k slices: a stage holds kKS
+// consecutive k tiles, slice ks's warps compute tile ks of each stage.
+template <int kWN, int kWM, int kKS>
 struct Int4Tile {
-  static constexpr int kRows = 32 * kWN, kTokens = 32 * kWM, kThreads = 32 * kWN * kWM;
+  static constexpr int kRows = 32 * kWN, kTokens = 32 * kWM, kThreads = 32 * kWN * kWM * kKS;
   static constexpr int kWBytes = kRows * kBK / 2, kXBytes = kTokens * kBK * 2, kGBytes = 4 * kRows;
-  static constexpr int kStageBytes = kWBytes + kXBytes + kGBytes;
+  static constexpr int kTileBytes = kWBytes + kXBytes + kGBytes;  // one k tile
+  static constexpr int kStageBytes = kKS * kTileBytes;
+  // Loads of one k tile per thread: x chunks (one token's run of them), W chunks (rows apart).
+  static constexpr int kXPerThread = kTokens * 16 / kThreads, kWPerThread = kRows * 4 / kThreads;
+  static_assert(kXPerThread >= 1 && kWPerThread >= 1 && kThreads >= kRows, "tile too small");
 };
-
-__device__ __forceinline__ int x_chunk(int t, int c) {
-  return c ^ ((c >> 3) & 1) ^ ((t & 1) << 1);
-}
 
 // Grid (ceil(N / rows), ceil(M / tokens)): the row tile varies fastest, so the CTAs of a wave
 // share their x tile and the (small) int4 weights stay in L2 across the token tiles.
-// Warp (wn, wm) computes rows 32·wn + [0, 32) × tokens 32·wm + [0, 32) of the CTA's tile: two
-// 16-row tiles i × four 8-token tiles j.
-template <int kWN, int kWM, int kStages>
-__global__ void __launch_bounds__(32 * kWN * kWM)
+// Warp (wn, wm, ks) computes rows 32·wn + [0, 32) × tokens 32·wm + [0, 32) of the CTA's tile over
+// k slice ks: two 16-row tiles i × four 8-token tiles j; the slices' sums meet in shared memory.
+template <int kWN, int kWM, int kKS, int kStages>
+__global__ void __launch_bounds__(32 * kWN * kWM * kKS)
     gemm_int4_kernel(const bf16* __restrict__ x, GemvWeights w, const bf16* __restrict__ bias,
                      bf16* __restrict__ out, int M, int N, int K, bool accumulate) {
-  using T = Int4Tile<kWN, kWM>;
+  using T = Int4Tile<kWN, kWM, kKS>;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-  const int wn = warp % kWN, wm = warp / kWN;
+  const int ks = warp / (kWN * kWM), wi = warp % (kWN * kWM), wn = wi % kWN, wm = wi / kWN;
   const int n0 = blockIdx.x * T::kRows, m0 = blockIdx.y * T::kTokens;
-  const int ktiles = K / kBK, groups_per_row = K / w.group_size;
+  const int ktiles = K / kBK, stages_total = (ktiles + kKS - 1) / kKS;
   const int gshift = __ffs(w.group_size / kBK) - 1;  // k tile kt lies in group kt >> gshift
-  const char* wdata = static_cast<const char*>(w.data);
   const uint32_t sbase = smem_addr(smem);
 
-  // Weights and their group words: no kernel of the step writes them, so the first stages are
-  // requested before the wait; x after it.
-  const auto load_w = [&](int slot, int kt) {
-    const uint32_t sw = sbase + slot * T::kStageBytes;
-    for (int i = tid; i < T::kRows * 4; i += T::kThreads) {
-      const int r = i >> 2, c = i & 3, n = min(n0 + r, N - 1);
-      cp_async16(sw + r * 64 + c * 16, wdata + int64_t{n} * (K / 2) + kt * (kBK / 2) + c * 16,
-                 n0 + r < N);
-    }
-    const uint32_t sg = sw + T::kWBytes + T::kXBytes;
-    for (int r = tid; r < T::kRows; r += T::kThreads) {
-      const int n = min(n0 + r, N - 1);
-      cp_async4(sg + r * 4, w.groups + int64_t{n} * groups_per_row + (kt >> gshift), n0 + r < N);
+  // This thread's copies of one k tile, addresses fixed but for the tile's k offset:
+  // x: token xt, chunks xc0 + c, c < kXPerThread (chunk c of a token lands at
+  // c ^ (c >> 3 & 1) ^ (t & 1) << 1; xc0 is a multiple of the run ≤ 8, so xc0 + c lands at
+  // xp ^ c); W: chunk wc of rows wr + i · (threads / 4); the group word of row tid.
+  const int xt = tid / (16 / T::kXPerThread), xc0 = tid % (16 / T::kXPerThread) * T::kXPerThread;
+  const bool x_ok = m0 + xt < M;
+  const char* xsrc = reinterpret_cast<const char*>(x + int64_t{min(m0 + xt, M - 1)} * K) + xc0 * 16;
+  const int xp = xc0 ^ ((xc0 >> 3) & 1) ^ ((xt & 1) << 1);
+  const uint32_t xdst = T::kWBytes + xt * 256;
+  const int wc = tid & 3, wr = tid >> 2;
+  const char* wsrc[T::kWPerThread];
+  bool w_ok[T::kWPerThread];
+#pragma unroll
+  for (int i = 0; i < T::kWPerThread; ++i) {
+    const int r = wr + i * (T::kThreads / 4);
+    w_ok[i] = n0 + r < N;
+    wsrc[i] = static_cast<const char*>(w.data) + int64_t{min(n0 + r, N - 1)} * (K / 2) + wc * 16;
+  }
+  const bool g_ok = tid < T::kRows && n0 + tid < N;
+  const uint32_t* gsrc = w.groups + int64_t{min(n0 + tid, N - 1)} * (K / w.group_size);
+
+  // The kKS k tiles of stage st into slot `slot`. Weights and group words first: no kernel of
+  // the step writes them, so the first stages' are requested before the PDL wait.
+  const auto load_w = [&](int slot, int st) {
+#pragma unroll
+    for (int u = 0; u < kKS; ++u) {
+      const int kt = st * kKS + u;
+      if (kt >= ktiles) break;
+      const uint32_t d = sbase + slot * T::kStageBytes + u * T::kTileBytes;
+#pragma unroll
+      for (int i = 0; i < T::kWPerThread; ++i)
+        cp_async16(d + (wr + i * (T::kThreads / 4)) * 64 + wc * 16, wsrc[i] + kt * (kBK / 2),
+                   w_ok[i]);
+      if (tid < T::kRows)
+        cp_async4(d + T::kWBytes + T::kXBytes + tid * 4, gsrc + (kt >> gshift), g_ok);
     }
   };
-  const auto load_x = [&](int slot, int kt) {
-    const uint32_t sx = sbase + slot * T::kStageBytes + T::kWBytes;
-    for (int i = tid; i < T::kTokens * 16; i += T::kThreads) {
-      const int t = i >> 4, c = i & 15, m = min(m0 + t, M - 1);
-      cp_async16(sx + t * 256 + x_chunk(t, c) * 16, x + int64_t{m} * K + kt * kBK + c * 8,
-                 m0 + t < M);
+  const auto load_x = [&](int slot, int st) {
+#pragma unroll
+    for (int u = 0; u < kKS; ++u) {
+      const int kt = st * kKS + u;
+      if (kt >= ktiles) break;
+      const uint32_t d = sbase + slot * T::kStageBytes + u * T::kTileBytes + xdst;
+#pragma unroll
+      for (int c = 0; c < T::kXPerThread; ++c)
+        cp_async16(d + 16 * (xp ^ c), xsrc + kt * (kBK * 2) + 16 * c, x_ok);
     }
   };
 
+  // The compute side's shared offsets within a k tile: this lane's 16 bytes of row g (+ 16 i
+  // + 8 e) of the warp's rows, their group words, and its x chunk for piece v of token g (+ 8 j):
+  // chunk 4q + v lands at 4q + (v ^ bs), bs = (q >> 1) ^ (g & 1) << 1.
+  const int a_off = (32 * wn + g) * 64 + 16 * q,
+            g_off = T::kWBytes + T::kXBytes + 4 * (32 * wn + g);
+  const int b_off = T::kWBytes + (32 * wm + g) * 256 + 64 * q, bs = (q >> 1) ^ ((g & 1) << 1);
+
   float acc[2][4][4] = {};
-  // One k tile from slot `slot`: per 16-row tile i, this lane's 16 bytes of rows g and g + 8 (four
-  // pieces each) and their group words; per piece the x fragments of the four token tiles, then
-  // 2 × 4 × 2 mma into the tile's partial sums, scaled into acc once per tile.
-  const auto compute = [&](int slot) {
-    const unsigned char* sw = smem + slot * T::kStageBytes;
-    const unsigned char* sx = sw + T::kWBytes;
-    const uint32_t* sg = reinterpret_cast<const uint32_t*>(sx + T::kXBytes);
-    uint4 wr[2][2];
+  // One k tile at `tile` (shared memory): per 16-row tile i this lane's two 16-byte loads (rows g
+  // and g + 8, four pieces each) and their group words; per piece the x fragments of the four
+  // token tiles, then 2 × 4 × 2 mma into the tile's partial sums, scaled into acc once per tile.
+  const auto compute = [&](const unsigned char* tile) {
+    uint4 wr4[2][2];
     uint32_t zw[2][2];
     float sc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int r = 32 * wn + 16 * i + g + 8 * e;
-        wr[i][e] = *reinterpret_cast<const uint4*>(sw + r * 64 + q * 16);
-        const uint32_t gw = sg[r];
+        wr4[i][e] = *reinterpret_cast<const uint4*>(tile + a_off + (16 * i + 8 * e) * 64);
+        const uint32_t gw = *reinterpret_cast<const uint32_t*>(tile + g_off + 4 * (16 * i + 8 * e));
         zw[i][e] = int4_zero_word(gw);
         sc[i][e] = int4_scale(gw);
       }
@@ -115,15 +144,13 @@ __global__ void __launch_bounds__(32 * kWN * kWM)
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
       uint4 b[4];
+      const unsigned char* bp = tile + b_off + 16 * (v ^ bs);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int t = 32 * wm + 8 * j + g;
-        b[j] = *reinterpret_cast<const uint4*>(sx + t * 256 + x_chunk(t, 4 * q + v) * 16);
-      }
+      for (int j = 0; j < 4; ++j) b[j] = *reinterpret_cast<const uint4*>(bp + j * 8 * 256);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint4 a0 = dequant_bf16<GemvWeightFormat::kInt4>(wr[i][0], v, zw[i][0]);
-        const uint4 a1 = dequant_bf16<GemvWeightFormat::kInt4>(wr[i][1], v, zw[i][1]);
+        const uint4 a0 = dequant_bf16<GemvWeightFormat::kInt4>(wr4[i][0], v, zw[i][0]);
+        const uint4 a1 = dequant_bf16<GemvWeightFormat::kInt4>(wr4[i][1], v, zw[i][1]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t af[4] = {h ? a0.z : a0.x, h ? a1.z : a1.x, h ? a0.w : a0.y,
@@ -144,26 +171,57 @@ __global__ void __launch_bounds__(32 * kWN * kWM)
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s)
-    if (s < ktiles) load_w(s, s);
+    if (s < stages_total) load_w(s, s);
   pdl_wait();
   // Stage s's commit group closes with its x (the first also holds every early weight request).
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load_x(s, s);
+    if (s < stages_total) load_x(s, s);
     cp_async_commit();
   }
-  for (int kt = 0; kt < ktiles; ++kt) {
+  int slot = 0, next_slot = kStages - 1;
+  for (int st = 0; st < stages_total; ++st) {
     cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile kt landed for every thread; slot (kt − 1) % kStages is free
-    const int next = kt + kStages - 1;
-    if (next < ktiles) {
-      load_w(next % kStages, next);
-      load_x(next % kStages, next);
+    __syncthreads();  // stage st landed for every thread; the slot of stage st − 1 is free
+    if (st + kStages - 1 < stages_total) {
+      load_w(next_slot, st + kStages - 1);
+      load_x(next_slot, st + kStages - 1);
     }
     cp_async_commit();
-    compute(kt % kStages);
+    if (st * kKS + ks < ktiles) compute(smem + slot * T::kStageBytes + ks * T::kTileBytes);
+    slot = slot == kStages - 1 ? 0 : slot + 1;
+    next_slot = next_slot == kStages - 1 ? 0 : next_slot + 1;
   }
   cp_async_wait<0>();
+
+  // The k slices' sums: slices 1.. park theirs in the (drained) ring, slice 0 adds them in order.
+  if constexpr (kKS > 1) {
+    static_assert((kKS - 1) * kWN * kWM * 32 * 32 * 4 <= kStages * T::kStageBytes,
+                  "ring too small");
+    float* red = reinterpret_cast<float*>(smem);
+    __syncthreads();
+    if (ks > 0) {
+      float* r = red + ((ks - 1) * kWN * kWM + wi) * 32 * 32 + lane;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) r[((i * 4 + j) * 4 + c) * 32] = acc[i][j][c];
+    }
+    __syncthreads();
+    if (ks > 0) return;
+#pragma unroll
+    for (int s = 1; s < kKS; ++s) {
+      const float* r = red + ((s - 1) * kWN * kWM + wi) * 32 * 32 + lane;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[i][j][c] += r[((i * 4 + j) * 4 + c) * 32];
+    }
+  }
 
   // C fragment (i, j): rows g (c 0, 1) and g + 8 (c 2, 3) of tile i, tokens 2q + (c & 1) of tile j.
 #pragma unroll
@@ -185,11 +243,11 @@ __global__ void __launch_bounds__(32 * kWN * kWM)
     }
 }
 
-template <int kWN, int kWM, int kStages>
+template <int kWN, int kWM, int kKS, int kStages>
 cudaError_t launch(const bf16* x, const GemvWeights& w, const bf16* bias, bf16* out, int M, int N,
                    int K, bool accumulate, cudaStream_t s) {
-  using T = Int4Tile<kWN, kWM>;
-  const auto kern = gemm_int4_kernel<kWN, kWM, kStages>;
+  using T = Int4Tile<kWN, kWM, kKS>;
+  const auto kern = gemm_int4_kernel<kWN, kWM, kKS, kStages>;
   const int smem = kStages * T::kStageBytes;
   if (const cudaError_t e =
           cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -217,24 +275,22 @@ Status check(const bf16* x, const GemvWeights& w, int M, int N, int K) {
 }  // namespace
 
 std::string gemm_int4_config_name(const GemmInt4Config& c) {
-  return fmt::format("n{}m{}s{}", c.rows, c.tokens, c.stages);
+  return fmt::format("n{}m{}k{}s{}", c.rows, c.tokens, c.slices, c.stages);
 }
 
+// Built: every tile with one k slice and 4 stages; more slices where the tile alone gives few
+// warps (the small-M shapes), at 3 stages where 4 would not leave room for two CTAs an SM.
 std::vector<GemmInt4Config> gemm_int4_configs() {
-  std::vector<GemmInt4Config> v;
-  for (int rows : {64, 128})
-    for (int tokens : {32, 64})
-      for (int stages : {3, 4}) v.push_back({rows, tokens, stages});
-  return v;
+  return {{128, 64, 1, 4}, {128, 32, 1, 4}, {64, 64, 1, 4}, {64, 32, 1, 4},
+          {128, 32, 2, 3}, {64, 64, 2, 3},  {64, 32, 2, 4}, {64, 32, 4, 3}};
 }
 
 GemmInt4Config gemm_int4_default_config(int M, int N, int sms) {
-  GemmInt4Config c;
-  c.tokens = M <= 32 ? 32 : 64;
-  const int64_t tiles128 = int64_t{(N + 127) / 128} * ((M + c.tokens - 1) / c.tokens);
-  c.rows = tiles128 >= sms ? 128 : 64;
-  c.stages = 4;
-  return c;
+  const int tokens = M <= 32 ? 32 : 64;
+  const int64_t mt = (M + tokens - 1) / tokens;
+  if ((N + 127) / 128 * mt >= 2 * sms) return {128, tokens, 1, 4};
+  if ((N + 63) / 64 * mt >= sms) return {64, tokens, 1, 4};
+  return tokens == 32 ? GemmInt4Config{64, 32, 4, 3} : GemmInt4Config{64, 64, 2, 3};
 }
 
 std::string gemm_int4_unsupported(const GemvWeights& w, int N, int K) {
@@ -256,19 +312,21 @@ Status gemm_int4_with_config(const GemmInt4Config& cfg, const bf16* x, const Gem
   CEILING_RETURN_IF_ERROR(check(x, w, M, N, K));
   cudaError_t e = cudaErrorInvalidValue;
   bool built = false;
-  const auto pick = [&]<int kWN, int kWM, int kStages>() {
-    if (cfg.rows != 32 * kWN || cfg.tokens != 32 * kWM || cfg.stages != kStages) return;
+  const auto pick = [&]<int kWN, int kWM, int kKS, int kStages>() {
+    if (cfg.rows != 32 * kWN || cfg.tokens != 32 * kWM || cfg.slices != kKS ||
+        cfg.stages != kStages)
+      return;
     built = true;
-    e = detail::launch<kWN, kWM, kStages>(x, w, bias, out, M, N, K, accumulate, stream);
+    e = detail::launch<kWN, kWM, kKS, kStages>(x, w, bias, out, M, N, K, accumulate, stream);
   };
-  pick.template operator()<2, 1, 3>();
-  pick.template operator()<2, 1, 4>();
-  pick.template operator()<2, 2, 3>();
-  pick.template operator()<2, 2, 4>();
-  pick.template operator()<4, 1, 3>();
-  pick.template operator()<4, 1, 4>();
-  pick.template operator()<4, 2, 3>();
-  pick.template operator()<4, 2, 4>();
+  pick.template operator()<4, 2, 1, 4>();
+  pick.template operator()<4, 1, 1, 4>();
+  pick.template operator()<2, 2, 1, 4>();
+  pick.template operator()<2, 1, 1, 4>();
+  pick.template operator()<4, 1, 2, 3>();
+  pick.template operator()<2, 2, 2, 3>();
+  pick.template operator()<2, 1, 2, 4>();
+  pick.template operator()<2, 1, 4, 3>();
   if (!built)
     return Status::error("gemm_int4: configuration {} is not built", gemm_int4_config_name(cfg));
   CEILING_CUDA_RETURN(e);

@@ -19,14 +19,16 @@
 
 namespace ceiling::cuda {
 
-// A CTA's tile: `rows` of W (N) × `tokens` of x (M), in warps of 32 × 32, k in steps of 128 through
-// a `stages`-deep cp.async ring in shared memory.
+// A CTA's tile: `rows` of W (N) × `tokens` of x (M), in warps of 32 × 32, repeated over `slices`
+// k slices (their sums added at the end); k in tiles of 128 through a `stages`-deep cp.async ring
+// in shared memory, each stage one k tile per slice.
 struct GemmInt4Config {
   int rows = 128;   // 64 or 128
   int tokens = 64;  // 32 or 64
+  int slices = 1;   // 1, 2 or 4
   int stages = 4;   // 3 or 4
 };
-std::string gemm_int4_config_name(const GemmInt4Config& c);  // "n128m64s4"
+std::string gemm_int4_config_name(const GemmInt4Config& c);  // "n128m64k1s4"
 // Every configuration built (for the benchmark's sweep).
 std::vector<GemmInt4Config> gemm_int4_configs();
 // The configuration gemm_int4 runs at (M, N) on a device of `sms` SMs.
