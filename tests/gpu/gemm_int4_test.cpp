@@ -109,16 +109,18 @@ TEST(GpuGemmInt4, PdlChainAndGraphBitExact) {
 }
 
 TEST(GpuGemmInt4, DefaultConfiguration) {
-  // 32-token tiles up to 32 rows, 64 above; 128-row tiles once they fill the SMs twice, 64-row
-  // tiles once they fill them once, else 64-row tiles with the k range split over 2 or 4 slices.
+  // r78's rule: 64 × 32 tiles in 4 k slices while 128 × 32 tiles would leave the SMs short, two
+  // slices of 128 × 32 up to three tiles an SM, one slice above.
   const auto name = [](int M, int N) {
     return cuda::gemm_int4_config_name(cuda::gemm_int4_default_config(M, N, 132));
   };
-  EXPECT_EQ(name(17, 28672), "n64m32k1s4");
-  EXPECT_EQ(name(17, 4096), "n64m32k4s3");
-  EXPECT_EQ(name(64, 4096), "n64m64k2s3");
-  EXPECT_EQ(name(64, 28672), "n64m64k1s4");
-  EXPECT_EQ(name(2048, 4096), "n128m64k1s4");
+  EXPECT_EQ(name(32, 4096), "n64m32k4s3");
+  EXPECT_EQ(name(64, 4096), "n64m32k4s3");
+  EXPECT_EQ(name(64, 6144), "n128m32k2s3");
+  EXPECT_EQ(name(32, 28672), "n128m32k2s3");
+  EXPECT_EQ(name(64, 28672), "n128m32k1s4");
+  EXPECT_EQ(name(128, 4096), "n128m32k2s3");
+  EXPECT_EQ(name(2048, 4096), "n128m32k1s4");
   for (int M : {1, 64, 8192})
     for (int N : {1, 4096, 6144, 28672}) {
       const cuda::GemmInt4Config c = cuda::gemm_int4_default_config(M, N, 132);

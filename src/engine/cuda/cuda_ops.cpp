@@ -125,8 +125,11 @@ static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
               "W8A8 starts where the quantized GEMV stops (model/weights.h)");
 
 // int4 past the GEMV: gemm_int4 (no bf16 image) up to this many rows, when its rules hold (group
-// size ≥ 128); above it, and for smaller groups, the dequantize + cuBLASLt path.
-constexpr int kInt4GemmMaxM = 1 << 30;
+// size ≥ 128); above it, and for smaller groups, the dequantize + cuBLASLt path. r78 (H200, the
+// 8B's projections): gemm_int4 faster on all four at 32, 64 and 128 rows (per layer 1.8–2.7×), the
+// dequantizing path faster on three of four at 256 and on all at 2048 (2.6–3.6×): mma.sync at
+// ~200 TFLOP/s against cuBLASLt's wgmma once the image's cost is amortized.
+constexpr int kInt4GemmMaxM = 128;
 
 cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
   cuda_impl::DeviceLinear d;
