@@ -221,8 +221,10 @@ def tp_table(rows):
 
 
 def latest_lowprec(latency):
-    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: per GPU and batch, the newest
-    run tag with fp8 / int4 weights at that batch, every weights format of that tag and batch."""
+    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: per GPU, batch and weights
+    format the newest run tag with that format at that batch (a run of one format does not hide
+    the others' latest), each against the bf16 run of its own tag; the bf16 row is the newest
+    such tag's."""
     groups = {}
     for name, run in latency:
         m = LATENCY.match(name)
@@ -232,13 +234,23 @@ def latest_lowprec(latency):
         g.setdefault(run_order(m), []).append((name, run))
     out = {}
     for (gpu, _), by_order in sorted(groups.items()):
-        tags = [o for o, runs in by_order.items() if any(r.get("weights", "bf16") != "bf16" for _, r in runs)]
-        if not tags:
+        newest = {}  # weights format -> newest tag holding it
+        for o, runs in by_order.items():
+            for _, r in runs:
+                w = r.get("weights", "bf16")
+                if w != "bf16":
+                    newest[w] = max(newest.get(w, o), o)
+        if not newest:
             continue
-        runs = by_order[max(tags)]
-        base = next((r for _, r in runs if r.get("weights", "bf16") == "bf16"), None)
-        rows = sorted(runs, key=lambda nr: WEIGHTS_RANK.get(nr[1].get("weights"), 9))
-        out.setdefault(gpu, []).extend((n, r, base) for n, r in rows)
+
+        def base(o):
+            return next((r for _, r in by_order[o] if r.get("weights", "bf16") == "bf16"), None)
+        top = max(newest.values())
+        rows = [(n, r, base(top)) for n, r in by_order[top] if r.get("weights", "bf16") == "bf16"]
+        for w, o in newest.items():
+            rows += [(n, r, base(o)) for n, r in by_order[o] if r.get("weights") == w]
+        rows.sort(key=lambda t: WEIGHTS_RANK.get(t[1].get("weights"), 9))
+        out.setdefault(gpu, []).extend(rows)
     return out
 
 
@@ -292,10 +304,11 @@ def kv_table(rows):
 
 
 def lowprec_table(rows):
-    out = ["**Low-precision decode** (per batch the newest run with fp8 / int4 weights; random weights "
-           "quantized on load, `--quantization`; speed-up against bf16 at the same batch in the same run; floor: "
-           "the step's bytes in that format at the measured bandwidth; past 16 rows fp8 runs W8A8 from r51 — "
-           "before, and int4 still, every weight is dequantized to bf16 for those GEMMs)", "",
+    out = ["**Low-precision decode** (per batch and format the newest run; random weights "
+           "quantized on load, `--quantization`; speed-up against bf16 at the same batch in the same run as "
+           "the row; floor: the step's bytes in that format at the measured bandwidth; past 16 rows fp8 runs "
+           "W8A8 from r51, int4 its own GEMM on the packed weights up to 128 rows from r79 — before, every "
+           "weight was dequantized to bf16 for those GEMMs, as int4 still is above 128 rows)", "",
            "| model | weights | batch | in / out | ms/token | tokens/s | × bf16 | % of floor | predicted gap "
            "| TTFT ms | run |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -119,17 +119,10 @@ namespace {
 // Rows of x up to which fp8 / int4 weights take the quantized GEMV (gemv_quant.h: the register
 // kernel at M = 1, the tensor-core kernel above); past the GEMV's limit they are dequantized to
 // bf16 for cuda::Linear (cuBLASLt), a full weight image written and read again per call — fp8
-// takes W8A8 there instead, int4 gemm_int4 (below).
+// takes W8A8 there instead, int4 gemm_int4 up to kGemmInt4MaxM rows (gemm_int4.h).
 constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
 static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
               "W8A8 starts where the quantized GEMV stops (model/weights.h)");
-
-// int4 past the GEMV: gemm_int4 (no bf16 image) up to this many rows, when its rules hold (group
-// size ≥ 128); above it, and for smaller groups, the dequantize + cuBLASLt path. r78 (H200, the
-// 8B's projections): gemm_int4 faster on all four at 32, 64 and 128 rows (per layer 1.8–2.7×), the
-// dequantizing path faster on three of four at 256 and on all at 2048 (2.6–3.6×): mma.sync at
-// ~200 TFLOP/s against cuBLASLt's wgmma once the image's cost is amortized.
-constexpr int kInt4GemmMaxM = 128;
 
 cuda_impl::DeviceLinear dense_linear(const TensorView& w) {
   cuda_impl::DeviceLinear d;
@@ -176,7 +169,7 @@ void CudaOps::linear(const TensorView& x, const cuda_impl::DeviceLinear& w, cons
       }
       cuda::dequantize_rows_fp8(act_q_, act_scale_, rows, w.K, act_bf16_, stream_).throw_if_error();
       xin = act_bf16_;
-    } else if (rows <= kInt4GemmMaxM && cuda::gemm_int4_unsupported(w.w, w.N, w.K).empty()) {
+    } else if (rows <= cuda::kGemmInt4MaxM && cuda::gemm_int4_unsupported(w.w, w.N, w.K).empty()) {
       cuda::gemm_int4(xin, w.w, b, static_cast<bf16*>(out), rows, w.N, w.K, accumulate, stream_)
           .throw_if_error();
       return;
