@@ -7,7 +7,9 @@
 // bf16 image per step (~6 ms) before cuBLASLt's ~3 ms. Per k tile of 128 and warp (32 rows × 32
 // tokens): 64 mma against 2 × 2 × 4 × 4 int4 words → bf16 pairs (a shift, a LOP3, a bf16
 // subtraction each: 192 lane ops) and 20 shared loads; the dequantization is shared by the 32
-// tokens, the x fragments by the 32 rows.
+// tokens, the x fragments by the 32 rows. Measured (r77–r81, bench/lowprec_notes.md): ~500
+// instructions a warp and k tile and ~200 TFLOP/s at most, latency-bound at 8–12 warps an SM
+// (ncu); hence kGemmInt4MaxM.
 //
 // Layout of one stage in shared memory (k tile kt, 128 k):
 //   W:      [rows][64 bytes], row r = the tile's row n0 + r, its 128 k as gemv_quant.h packs them

@@ -35,10 +35,10 @@ std::vector<GemmInt4Config> gemm_int4_configs();
 GemmInt4Config gemm_int4_default_config(int M, int N, int sms);
 
 // Rows up to which the engine (CudaOps::linear) runs int4 projections past the GEMV through
-// gemm_int4; above, the dequantize + cuBLASLt path. r78 (H200, the 8B's projections): gemm_int4
-// faster on all four at 32, 64 and 128 rows (per layer 1.6–2.6×), the dequantizing path faster on
-// three of four at 256 and on all at 2048 (2.6–3.6×): this kernel's mma.sync at ~200 TFLOP/s
-// against cuBLASLt's wgmma once the image's cost is amortized.
+// gemm_int4; above, the dequantize + cuBLASLt path. r78/r79 (H200, the 8B's projections): gemm_int4
+// faster on all four at 32, 64 and 128 rows (per layer 3.6×, 2.6×, 1.5×), the dequantizing path
+// faster on three of four at 256 and on all at 2048 (2.6–3.6×): this kernel's mma.sync at ~200
+// TFLOP/s against cuBLASLt's wgmma once the image's cost is amortized.
 inline constexpr int kGemmInt4MaxM = 128;
 
 // Why `w` cannot run gemm_int4 at (N, K), or "": int4 weights, K a multiple of 128, the group
