@@ -58,4 +58,49 @@ inline std::string kv(const char* k, long long v) {
   return std::string(k) + "=" + std::to_string(v);
 }
 
+// The bf16 operands of a linear case, out [M, N] (+)= x [M, K] · Wᵀ (+ b [N]): `copies` sets drawn
+// uniform in [-1, 1) from seed + 1, + 2, + 3 (x, b, out: out is the residual where there is one).
+struct LinearIo {
+  Pool<__nv_bfloat16> x, b, out;
+  LinearIo() = default;
+  LinearIo(int M, int N, int K, int copies, uint64_t seed, cudaStream_t s)
+      : x(size_t(M) * K, copies), b(N, copies), out(size_t(M) * N, copies) {
+    fill(seed, s, false);
+  }
+  // Redraws every set, or set 0 alone (a check's fresh inputs).
+  void fill(uint64_t seed, cudaStream_t s, bool set0_only) {
+    fill_uniform(x.base(), set0_only ? x.n() : x.total(), seed + 1, -1.0f, 1.0f, s);
+    fill_uniform(b.base(), set0_only ? b.n() : b.total(), seed + 2, -1.0f, 1.0f, s);
+    fill_uniform(out.base(), set0_only ? out.n() : out.total(), seed + 3, -1.0f, 1.0f, s);
+  }
+  // Set 0 on the host as f32 (synchronizes s).
+  std::vector<float> x0(cudaStream_t s) const { return to_f32(to_host(x.at(0), x.n(), s)); }
+  std::vector<float> b0(cudaStream_t s) const { return to_f32(to_host(b.at(0), b.n(), s)); }
+  std::vector<float> out0(cudaStream_t s) const { return to_f32(to_host(out.at(0), out.n(), s)); }
+};
+
+// Llama-3.1-8B's four projection weights [N, K] as the engine runs them: QKV, o (with the
+// residual add), gate/up, down (with the residual add).
+struct ProjShape {
+  int N, K;
+  bool residual;
+};
+inline constexpr ProjShape kLlama8bProjections[] = {
+    {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
+
+// One output row of a linear layer in double, the reference of the low-precision cases: appends
+// out[n] = Σ_k x[k] · w[n, k] (+ bias[n]) (+ resid[n]) for n < N to `ref` (w: [N, K] f32, the
+// dequantized weights; bias, resid optional).
+inline void append_linear_ref_row(const float* x, const std::vector<float>& w, int N, int K,
+                                  const float* bias, const float* resid, std::vector<float>& ref) {
+  for (int n = 0; n < N; ++n) {
+    double acc = 0;
+    const float* wn = w.data() + size_t(n) * K;
+    for (int k = 0; k < K; ++k) acc += double(x[k]) * wn[k];
+    if (bias) acc += bias[n];
+    if (resid) acc += resid[n];
+    ref.push_back(static_cast<float>(acc));
+  }
+}
+
 }  // namespace ceiling::bench

@@ -71,12 +71,7 @@ class LinearFp8Case : public CaseBase {
     remember(copies, seed);
     wq_ = QuantWeightPool(WFmt::kFP8, N_, K_, 0, copies);
     wq_.fill(seed, s);
-    x_ = Pool<bf16>(size_t(M_) * K_, copies);
-    b_ = Pool<bf16>(N_, copies);
-    out_ = Pool<bf16>(size_t(M_) * N_, copies);
-    fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
-    fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
-    fill_uniform(out_.base(), out_.total(), seed + 3, -1.0f, 1.0f, s);
+    io_ = LinearIo(M_, N_, K_, copies, seed, s);
     // One scratch for every set (as CudaOps's): the E4M3 x and its scales, or the bf16 image.
     xq_ = DeviceBuffer(size_t(M_) * K_);
     xs_ = DeviceBuffer(size_t(M_) * sizeof(float));
@@ -87,32 +82,30 @@ class LinearFp8Case : public CaseBase {
       lt_.plan(M_, N_, K_, bias_, DType::kBF16).throw_if_error();
   }
   Status run(int set, cudaStream_t s) override {
-    const bf16* bias = bias_ ? b_.at(set) : nullptr;
+    const bf16* bias = bias_ ? io_.b.at(set) : nullptr;
     const cuda::GemvWeights w = wq_.at(set);
     if (w8a8_) {
       CEILING_RETURN_IF_ERROR(
-          cuda::quantize_rows_fp8(x_.at(set), M_, K_, xq_.as<uint8_t>(), xs_.as<float>(), s));
+          cuda::quantize_rows_fp8(io_.x.at(set), M_, K_, xq_.as<uint8_t>(), xs_.as<float>(), s));
       return lt_.run_fp8(xq_.as<uint8_t>(), xs_.as<float>(), static_cast<const uint8_t*>(w.data),
-                         w.row_scale, bias, out_.at(set), M_, N_, K_, s, acc_);
+                         w.row_scale, bias, io_.out.at(set), M_, N_, K_, s, acc_);
     }
     CEILING_RETURN_IF_ERROR(cuda::dequantize_weights(w, N_, K_, wimg_.as<bf16>(), s));
-    return lt_.run(x_.at(set), wimg_.as<bf16>(), bias, out_.at(set), DType::kBF16, M_, N_, K_, s,
-                   acc_);
+    return lt_.run(io_.x.at(set), wimg_.as<bf16>(), bias, io_.out.at(set), DType::kBF16, M_, N_, K_,
+                   s, acc_);
   }
   CheckResult check(cudaStream_t s) override {
     const uint64_t sd = check_seed();
     wq_.fill(sd, s, /*set0_only=*/true);
-    fill_uniform(x_.at(0), x_.n(), sd + 1, -1.0f, 1.0f, s);
-    fill_uniform(b_.at(0), b_.n(), sd + 2, -1.0f, 1.0f, s);
-    fill_uniform(out_.at(0), out_.n(), sd + 3, -1.0f, 1.0f, s);
+    io_.fill(sd, s, /*set0_only=*/true);
     if (M_ > 1)  // an all-zero row: scale 1, codes 0
-      CEILING_CUDA_CHECK(cudaMemsetAsync(x_.at(0) + K_, 0, size_t(K_) * 2, s));
-    const auto resid = to_f32(to_host(out_.at(0), out_.n(), s));
-    if (!acc_) poison(out_.at(0), out_.n() * 2, s);
+      CEILING_CUDA_CHECK(cudaMemsetAsync(io_.x.at(0) + K_, 0, size_t(K_) * 2, s));
+    const auto resid = io_.out0(s);
+    if (!acc_) poison(io_.out.at(0), io_.out.n() * 2, s);
     run(0, s).throw_if_error();
-    const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
-    const auto b = to_f32(to_host(b_.at(0), b_.n(), s));
-    const auto got_all = to_f32(to_host(out_.at(0), out_.n(), s));
+    const auto x = io_.x0(s);
+    const auto b = io_.b0(s);
+    const auto got_all = io_.out0(s);
     std::vector<uint8_t> gq;
     std::vector<float> gs;
     if (w8a8_) {
@@ -141,15 +134,9 @@ class LinearFp8Case : public CaseBase {
       } else {
         std::copy(xm, xm + K_, xr.begin());
       }
-      for (int n = 0; n < N_; ++n) {
-        double acc = 0;
-        const float* wn = w.data() + size_t(n) * K_;
-        for (int k = 0; k < K_; ++k) acc += double(xr[k]) * wn[k];
-        if (bias_) acc += b[n];
-        if (acc_) acc += resid[size_t(m) * N_ + n];
-        ref.push_back(static_cast<float>(acc));
-        got.push_back(got_all[size_t(m) * N_ + n]);
-      }
+      append_linear_ref_row(xr.data(), w, N_, K_, bias_ ? b.data() : nullptr,
+                            acc_ ? resid.data() + size_t(m) * N_ : nullptr, ref);
+      got.insert(got.end(), got_all.begin() + size_t(m) * N_, got_all.begin() + size_t(m + 1) * N_);
     }
     r.max_rel_err = rel_err(got, ref);
     r.detail = err_str("out", r.max_rel_err) + " (" + std::to_string(rows.size()) + " rows)";
@@ -161,7 +148,7 @@ class LinearFp8Case : public CaseBase {
   int M_, N_, K_;
   bool bias_, acc_, precise_;
   QuantWeightPool wq_;
-  Pool<bf16> x_, b_, out_;
+  LinearIo io_;
   DeviceBuffer xq_, xs_, wimg_;
   cuda::LtGemm lt_;
 };
@@ -176,14 +163,8 @@ std::unique_ptr<KernelCase> make_linear_fp8_case(bool w8a8, int M, int N, int K,
 // Llama-3.1-8B's projections (QKV, o with the residual, gate/up, down with the residual) at a
 // decode batch past the GEMV (64, 256) and prefill chunks (2048, 8192).
 void register_linear_fp8_cases(CaseList& out) {
-  struct Shape {
-    int N, K;
-    bool residual;
-  };
-  const Shape shapes[] = {
-      {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
   for (int M : {64, 256, 2048, 8192})
-    for (const Shape& sh : shapes)
+    for (const ProjShape& sh : kLlama8bProjections)
       for (int v = 0; v < 3; ++v)  // W8A8 (fast accumulation), W8A8 precise, dequantize + bf16
         out.push_back(make_linear_fp8_case(v < 2, M, sh.N, sh.K, false, sh.residual, v == 1));
 }

@@ -90,30 +90,25 @@ class LinearInt4Case : public CaseBase {
     remember(copies, seed);
     wq_ = QuantWeightPool(WFmt::kInt4, N_, K_, G_, copies);
     wq_.fill(seed, s);
-    x_ = Pool<bf16>(size_t(M_) * K_, copies);
-    b_ = Pool<bf16>(N_, copies);
-    out_ = Pool<bf16>(size_t(M_) * N_, copies);
-    fill_uniform(x_.base(), x_.total(), seed + 1, -1.0f, 1.0f, s);
-    fill_uniform(b_.base(), b_.total(), seed + 2, -1.0f, 1.0f, s);
-    fill_uniform(out_.base(), out_.total(), seed + 3, -1.0f, 1.0f, s);
+    io_ = LinearIo(M_, N_, K_, copies, seed, s);
     if (path_ == Int4Path::kDequant) {
       wimg_ = DeviceBuffer(size_t(N_) * K_ * 2);  // one image for every set, as CudaOps's
       lt_.plan(M_, N_, K_, bias_, DType::kBF16).throw_if_error();
     }
   }
   Status run(int set, cudaStream_t s) override {
-    const bf16* bias = bias_ ? b_.at(set) : nullptr;
+    const bf16* bias = bias_ ? io_.b.at(set) : nullptr;
     const cuda::GemvWeights w = wq_.at(set);
     switch (path_) {
       case Int4Path::kGemm:
-        return cuda::gemm_int4(x_.at(set), w, bias, out_.at(set), M_, N_, K_, acc_, s);
+        return cuda::gemm_int4(io_.x.at(set), w, bias, io_.out.at(set), M_, N_, K_, acc_, s);
       case Int4Path::kConfig:
-        return cuda::gemm_int4_with_config(cfg_, x_.at(set), w, bias, out_.at(set), M_, N_, K_,
-                                           acc_, s);
+        return cuda::gemm_int4_with_config(cfg_, io_.x.at(set), w, bias, io_.out.at(set), M_, N_,
+                                           K_, acc_, s);
       case Int4Path::kDequant:
         CEILING_RETURN_IF_ERROR(cuda::dequantize_weights(w, N_, K_, wimg_.as<bf16>(), s));
-        return lt_.run(x_.at(set), wimg_.as<bf16>(), bias, out_.at(set), DType::kBF16, M_, N_, K_,
-                       s, acc_);
+        return lt_.run(io_.x.at(set), wimg_.as<bf16>(), bias, io_.out.at(set), DType::kBF16, M_, N_,
+                       K_, s, acc_);
     }
     return Status::error("linear_int4: unknown path");
   }
@@ -122,15 +117,13 @@ class LinearInt4Case : public CaseBase {
   CheckResult check(cudaStream_t s) override {
     const uint64_t sd = check_seed();
     wq_.fill(sd, s, /*set0_only=*/true);
-    fill_uniform(x_.at(0), x_.n(), sd + 1, -1.0f, 1.0f, s);
-    fill_uniform(b_.at(0), b_.n(), sd + 2, -1.0f, 1.0f, s);
-    fill_uniform(out_.at(0), out_.n(), sd + 3, -1.0f, 1.0f, s);
-    const auto resid = to_f32(to_host(out_.at(0), out_.n(), s));
-    if (!acc_) poison(out_.at(0), out_.n() * 2, s);
+    io_.fill(sd, s, /*set0_only=*/true);
+    const auto resid = io_.out0(s);
+    if (!acc_) poison(io_.out.at(0), io_.out.n() * 2, s);
     run(0, s).throw_if_error();
-    const auto x = to_f32(to_host(x_.at(0), x_.n(), s));
-    const auto b = to_f32(to_host(b_.at(0), b_.n(), s));
-    const auto got_all = to_f32(to_host(out_.at(0), out_.n(), s));
+    const auto x = io_.x0(s);
+    const auto b = io_.b0(s);
+    const auto got_all = io_.out0(s);
     const std::vector<float> w = wq_.dequantized();
     std::vector<int> rows;
     for (int m : {0, 1, 31, 32, M_ / 2, M_ - 1})
@@ -139,16 +132,9 @@ class LinearInt4Case : public CaseBase {
     r.tolerance = kTolBf16Out;
     std::vector<float> got, ref;
     for (int m : rows) {
-      const float* xm = x.data() + size_t(m) * K_;
-      for (int n = 0; n < N_; ++n) {
-        double acc = 0;
-        const float* wn = w.data() + size_t(n) * K_;
-        for (int k = 0; k < K_; ++k) acc += double(xm[k]) * wn[k];
-        if (bias_) acc += b[n];
-        if (acc_) acc += resid[size_t(m) * N_ + n];
-        ref.push_back(static_cast<float>(acc));
-        got.push_back(got_all[size_t(m) * N_ + n]);
-      }
+      append_linear_ref_row(x.data() + size_t(m) * K_, w, N_, K_, bias_ ? b.data() : nullptr,
+                            acc_ ? resid.data() + size_t(m) * N_ : nullptr, ref);
+      got.insert(got.end(), got_all.begin() + size_t(m) * N_, got_all.begin() + size_t(m + 1) * N_);
     }
     r.max_rel_err = rel_err(got, ref);
     r.detail = err_str("out", r.max_rel_err) + " (" + std::to_string(rows.size()) + " rows)";
@@ -180,7 +166,7 @@ class LinearInt4Case : public CaseBase {
   int M_, N_, K_, G_;
   bool bias_, acc_;
   QuantWeightPool wq_;
-  Pool<bf16> x_, b_, out_;
+  LinearIo io_;
   DeviceBuffer wimg_;
   cuda::LtGemm lt_;
 };
@@ -198,14 +184,8 @@ std::unique_ptr<KernelCase> make_linear_int4_case(Int4Path path, int M, int N, i
 // 8192): gemm_int4 as dispatched and the dequantize + cuBLASLt path it replaced; every built
 // configuration up to 2048 rows (the sweep behind gemm_int4_default_config).
 void register_linear_int4_cases(CaseList& out) {
-  struct Shape {
-    int N, K;
-    bool residual;
-  };
-  const Shape shapes[] = {
-      {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
   for (int M : {32, 64, 128, 256, 2048, 8192})
-    for (const Shape& sh : shapes) {
+    for (const ProjShape& sh : kLlama8bProjections) {
       out.push_back(make_linear_int4_case(Int4Path::kGemm, M, sh.N, sh.K, 128, false, sh.residual));
       out.push_back(
           make_linear_int4_case(Int4Path::kDequant, M, sh.N, sh.K, 128, false, sh.residual));
