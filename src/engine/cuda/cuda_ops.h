@@ -204,8 +204,9 @@ class CudaOps final : public Ops {
   // cuBLASLt by the measured crossover); fp8 / int4 through the quantized GEMV up to
   // kQuantGemvMaxM rows; above that fp8 runs W8A8 (x quantized per row, cuBLASLt FP8; without
   // cuBLASLt's FP8 kernels, x through E4M3 and back to bf16 and the dequantized weight in a bf16
-  // GEMM, the same product) and int4 runs gemm_int4 on the packed weights (groups under 128:
-  // dequantized into weights_.dequant_scratch for cuda::Linear).
+  // GEMM, the same product) and int4 runs gemm_int4 on the packed weights up to kGemmInt4MaxM
+  // rows (more rows, or groups under 128: dequantized into weights_.dequant_scratch for
+  // cuda::Linear).
   void linear(const TensorView& x, const cuda_impl::DeviceLinear& w, const TensorView* bias,
               void* out, DType out_dtype, int rows, bool accumulate = false);
   // Whether `rows` of x through w take the GEMV, so a fused GEMV (norm or SiLU prologue, RoPE
