@@ -73,6 +73,14 @@ struct LinearIo {
     fill_uniform(b.base(), set0_only ? b.n() : b.total(), seed + 2, -1.0f, 1.0f, s);
     fill_uniform(out.base(), set0_only ? out.n() : out.total(), seed + 3, -1.0f, 1.0f, s);
   }
+  // A check's fresh inputs in set 0: redraws it, and returns out as drawn (the residual) before
+  // poisoning it when the case does not accumulate, so an unwritten output fails.
+  std::vector<float> fresh_set0(uint64_t seed, bool accumulate, cudaStream_t s) {
+    fill(seed, s, /*set0_only=*/true);
+    std::vector<float> resid = out0(s);
+    if (!accumulate) poison(out.at(0), out.n() * sizeof(__nv_bfloat16), s);
+    return resid;
+  }
   // Set 0 on the host as f32 (synchronizes s).
   std::vector<float> x0(cudaStream_t s) const { return to_f32(to_host(x.at(0), x.n(), s)); }
   std::vector<float> b0(cudaStream_t s) const { return to_f32(to_host(b.at(0), b.n(), s)); }

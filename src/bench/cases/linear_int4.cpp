@@ -117,9 +117,7 @@ class LinearInt4Case : public CaseBase {
   CheckResult check(cudaStream_t s) override {
     const uint64_t sd = check_seed();
     wq_.fill(sd, s, /*set0_only=*/true);
-    io_.fill(sd, s, /*set0_only=*/true);
-    const auto resid = io_.out0(s);
-    if (!acc_) poison(io_.out.at(0), io_.out.n() * 2, s);
+    const auto resid = io_.fresh_set0(sd, acc_, s);
     run(0, s).throw_if_error();
     const auto x = io_.x0(s);
     const auto b = io_.b0(s);

@@ -24,8 +24,6 @@
 // {2q + 8, 2q + 9} of k step h for W (rows g, g + 8) and x (token g) alike.
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "core/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_int4.h"
