@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -13,6 +14,16 @@ namespace {
 
 size_t align256(size_t b) {
   return (b + 255) / 256 * 256;
+}
+
+// One set's bytes, 256-aligned: the codes (fp8 one a weight, int4 two a byte), then fp8's row
+// scales or int4's group words.
+size_t data_bytes(cuda::GemvWeightFormat f, int N, int K) {
+  return align256(f == cuda::GemvWeightFormat::kFP8 ? size_t(N) * K : size_t(N) * K / 2);
+}
+size_t aux_bytes(cuda::GemvWeightFormat f, int N, int K, int G) {
+  return align256(f == cuda::GemvWeightFormat::kFP8 ? 4 * size_t(N)
+                                                    : 4 * size_t(N) * (K / std::max(G, 1)));
 }
 
 // splitmix64: 8 random bytes per call, fast enough for 100M-weight shapes.
@@ -38,9 +49,13 @@ QuantWeightPool::QuantWeightPool(cuda::GemvWeightFormat format, int N, int K, in
   const bool fp8 = format == cuda::GemvWeightFormat::kFP8;
   CEILING_ENSURE(fp8 || (G_ > 0 && K_ % G_ == 0), "QuantWeightPool: group {} does not divide K {}",
                  G_, K_);
-  data_stride_ = align256(fp8 ? size_t(N) * K : size_t(N) * K / 2);
-  aux_stride_ = align256(fp8 ? 4 * size_t(N) : 4 * size_t(N) * (K / G_));
+  data_stride_ = data_bytes(format, N, K);
+  aux_stride_ = aux_bytes(format, N, K, G_);
   buf_ = DeviceBuffer((data_stride_ + aux_stride_) * copies_);
+}
+
+size_t QuantWeightPool::set_bytes(cuda::GemvWeightFormat format, int N, int K, int group_size) {
+  return data_bytes(format, N, K) + aux_bytes(format, N, K, group_size);
 }
 
 void QuantWeightPool::fill(uint64_t seed, cudaStream_t s, bool set0_only) {

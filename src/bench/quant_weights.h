@@ -24,7 +24,9 @@ class QuantWeightPool {
   cuda::GemvWeights at(int set) const;
   // The last draw as f32 [N, K] (W's meaning, model/weights.h QuantLinear).
   std::vector<float> dequantized() const;
-  // Device bytes of one set's weights (data + scales or groups).
+  // Device bytes of one set's weights (data + scales or groups), also before the pool exists (a
+  // case's set_bytes() is asked before its setup() makes the pool).
+  static size_t set_bytes(cuda::GemvWeightFormat format, int N, int K, int group_size);
   size_t set_bytes() const { return data_stride_ + aux_stride_; }
 
  private:

@@ -3,13 +3,14 @@
 // partial 32- and 64-token tiles), N off the 64/128-row tiles, K one k tile to many, groups of 128
 // and 256, bias and the residual epilogue, every built configuration, the engine's 8B shapes;
 // then a PDL chain of two launches (the second reads the first's output) in a stream and in a CUDA
-// graph, bit-exact against the same launches serialized; the default configuration's rules; and
-// the one-line errors.
+// graph, bit-exact against the same launches serialized; the SiLU-pairs epilogue; the default
+// configuration's rules; and the one-line errors.
 #include "kernels/cuda/gemm_int4.h"
 
 #include <cstring>
 #include <vector>
 
+#include "bench/cases/linear_fp8.h"
 #include "bench/cases/linear_int4.h"
 #include "bench/quant_weights.h"
 #include "gpu_test_util.h"
@@ -39,11 +40,35 @@ TEST(GpuGemmInt4, EveryConfiguration) {
   CEILING_REQUIRE_GPU();
   Stream s;
   for (const cuda::GemmInt4Config& c : cuda::gemm_int4_configs())
-    for (int M : {5, 70})
+    for (int M : {1, 5, 70})
       for (bool residual : {false, true})
         expect_case_passes(*bench::make_linear_int4_case(Int4Path::kConfig, M, 200, 640, 128,
                                                          !residual, residual, c),
                            s);
+}
+
+// The SiLU epilogue (W = [gate; up], out [M, N/2]): pairs off the tiles' 16-pair halves, bias,
+// every configuration, the 8B's gate/up at the decode sizes it runs.
+TEST(GpuGemmInt4, SiluPairs) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  int i = 0;
+  for (int M : {1, 3, 16, 40})
+    for (int half : {13, 136, 1031}) {
+      ++i;
+      expect_case_passes(*bench::make_linear_int4_case(Int4Path::kGemm, M, 2 * half, 384, 128,
+                                                       i % 2 == 0, false, {}, true),
+                         s);
+    }
+  for (const cuda::GemmInt4Config& c : cuda::gemm_int4_configs())
+    for (int M : {1, 9})
+      expect_case_passes(*bench::make_linear_int4_case(Int4Path::kConfig, M, 2 * 100, 640, 128,
+                                                       true, false, c, true),
+                         s);
+  for (int M : {1, 8, 16})
+    expect_case_passes(
+        *bench::make_linear_int4_case(Int4Path::kGemm, M, 28672, 4096, 128, false, false, {}, true),
+        s);
 }
 
 TEST(GpuGemmInt4, EngineShapes) {
@@ -109,11 +134,15 @@ TEST(GpuGemmInt4, PdlChainAndGraphBitExact) {
 }
 
 TEST(GpuGemmInt4, DefaultConfiguration) {
-  // r78's rule: 64 × 32 tiles in 4 k slices while 128 × 32 tiles would leave the SMs short, two
-  // slices of 128 × 32 up to three tiles an SM, one slice above.
+  // Decode batches ≤ 16: 128 × 8 tiles in 2 k slices to 8 rows, 64 × 16 in 2 above (r86). Past
+  // 16, r78's rule: 64 × 32 tiles in 4 k slices while 128 × 32 tiles would leave the SMs short,
+  // two slices of 128 × 32 up to three tiles an SM, one slice above.
   const auto name = [](int M, int N) {
     return cuda::gemm_int4_config_name(cuda::gemm_int4_default_config(M, N, 132));
   };
+  EXPECT_EQ(name(1, 28672), "n128m8k2s4");
+  EXPECT_EQ(name(8, 28672), "n128m8k2s4");
+  EXPECT_EQ(name(16, 28672), "n64m16k2s4");
   EXPECT_EQ(name(32, 4096), "n64m32k4s3");
   EXPECT_EQ(name(64, 4096), "n64m32k4s3");
   EXPECT_EQ(name(64, 6144), "n128m32k2s3");
@@ -129,6 +158,17 @@ TEST(GpuGemmInt4, DefaultConfiguration) {
         built |= cuda::gemm_int4_config_name(b) == cuda::gemm_int4_config_name(c);
       EXPECT_TRUE(built) << cuda::gemm_int4_config_name(c);
     }
+}
+
+// The harness sizes a case's rotation of input sets from set_bytes() before setup() makes the
+// sets: the quantized weights must be counted then (they were not: 8B gate/up at M = 1 asked for
+// 4096 sets, 254 GB).
+TEST(GpuGemmInt4, InputSetsCountTheWeights) {
+  CEILING_REQUIRE_GPU();  // the cases hold a cuBLASLt handle
+  const double int4 = 28672.0 * 4096 / 2, fp8 = 28672.0 * 4096;
+  EXPECT_GE(double(bench::make_linear_int4_case(Int4Path::kGemm, 1, 28672, 4096, 128)->set_bytes()),
+            int4);
+  EXPECT_GE(double(bench::make_linear_fp8_case(true, 1, 28672, 4096)->set_bytes()), fp8);
 }
 
 TEST(GpuGemmInt4, Errors) {
@@ -154,6 +194,12 @@ TEST(GpuGemmInt4, Errors) {
   expect_error(cuda::gemm_int4_with_config({96, 32, 1, 4}, x.as<bf16>(), w128.at(0), nullptr,
                                            out.as<bf16>(), 20, 64, 256, false, s),
                "n96m32k1s4 is not built");
+  expect_error(cuda::gemm_int4(x.as<bf16>(), w128.at(0), nullptr, out.as<bf16>(), 20, 63, 256,
+                               false, s, /*silu_pairs=*/true),
+               "even N (63)");
+  expect_error(cuda::gemm_int4(x.as<bf16>(), w128.at(0), nullptr, out.as<bf16>(), 20, 64, 256, true,
+                               s, /*silu_pairs=*/true),
+               "no accumulation");
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 #include "bench/case.h"
 #include "bench/check_util.h"
 #include "bench/device_util.h"
+#include "core/dtype.h"
 
 namespace ceiling::bench {
 
@@ -99,6 +101,16 @@ inline constexpr ProjShape kLlama8bProjections[] = {
 // One output row of a linear layer in double, the reference of the low-precision cases: appends
 // out[n] = Σ_k x[k] · w[n, k] (+ bias[n]) (+ resid[n]) for n < N to `ref` (w: [N, K] f32, the
 // dequantized weights; bias, resid optional).
+// A value rounded to bf16 and back (the kernels' bf16 stores).
+inline float round_bf16(float v) {
+  return bf16_to_f32(f32_to_bf16(v));
+}
+// silu(g) · u of bf16-rounded gate and up values: silu_mul's reference.
+inline float silu_mul_ref(float gate, float up) {
+  const float g = round_bf16(gate);
+  return g / (1.0f + std::exp(-g)) * round_bf16(up);
+}
+
 inline void append_linear_ref_row(const float* x, const std::vector<float>& w, int N, int K,
                                   const float* bias, const float* resid, std::vector<float>& ref) {
   for (int n = 0; n < N; ++n) {

@@ -24,10 +24,6 @@ const char* input_name(cuda::GemvInput in) {
   return in == cuda::GemvInput::kRmsNorm ? "rms_norm" : "plain";
 }
 
-float round_bf16(float v) {
-  return bf16_to_f32(f32_to_bf16(v));
-}
-
 using WFmt = cuda::GemvWeightFormat;
 
 // The weights of a case: bf16 from a pool of its own, or fp8 / int4 (QuantWeightPool).
@@ -187,9 +183,8 @@ class GemvFusedCase : public CaseBase {
       std::vector<float> act(size_t(M_) * half);
       for (int m = 0; m < M_; ++m)
         for (int j = 0; j < half; ++j) {
-          const float gv = round_bf16(ref[size_t(m) * N_ + j]);
-          const float u = round_bf16(ref[size_t(m) * N_ + half + j]);
-          act[size_t(m) * half + j] = gv / (1.0f + std::exp(-gv)) * u;
+          act[size_t(m) * half + j] =
+              silu_mul_ref(ref[size_t(m) * N_ + j], ref[size_t(m) * N_ + half + j]);
         }
       ref = std::move(act);
     }

@@ -65,7 +65,8 @@ class LinearFp8Case : public CaseBase {
     return c;
   }
   size_t set_bytes() const override {
-    return wq_.set_bytes() + bf16_bytes(double(M_) * K_ + N_ + double(M_) * N_);
+    return QuantWeightPool::set_bytes(WFmt::kFP8, N_, K_, 0) +
+           bf16_bytes(double(M_) * K_ + N_ + double(M_) * N_);
   }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);

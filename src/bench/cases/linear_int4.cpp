@@ -24,50 +24,74 @@ using WFmt = cuda::GemvWeightFormat;
 // 57,344 warp k tiles, prologue and epilogue spread over them). The PTX of the other
 // configurations' loops is within 15 % of it (511–591 against n128m32k1s4's 519).
 constexpr double kGemmInt4IssuePerWarpTile = 497;
+// A warp of 8·kJ tokens (kJ < 4, the decode tiles): the dequantization (~176 lane ops a warp and
+// k tile) and the loop do not shrink with kJ; the HMMA, x loads and scaling (~72 a token tile) do.
+// An estimate scaled from the figure above, not a measurement.
+double gemm_int4_issue_per_warp_tile(int kJ) {
+  return kGemmInt4IssuePerWarpTile - 72.0 * (4 - kJ);
+}
 
 class LinearInt4Case : public CaseBase {
  public:
   LinearInt4Case(Int4Path path, const cuda::GemmInt4Config& cfg, int M, int N, int K, int G,
-                 bool bias, bool accumulate)
-      : path_(path), cfg_(cfg), M_(M), N_(N), K_(K), G_(G), bias_(bias), acc_(accumulate) {}
+                 bool bias, bool accumulate, bool pairs)
+      : path_(path),
+        cfg_(cfg),
+        M_(M),
+        N_(N),
+        K_(K),
+        G_(G),
+        bias_(bias),
+        acc_(accumulate),
+        pairs_(pairs) {}
   std::string op() const override {
     return path_ == Int4Path::kDequant  ? "linear_int4_dequant"
            : path_ == Int4Path::kConfig ? "linear_int4_cfg"
                                         : "linear_int4";
   }
-  // The engine runs gemm_int4 at its default configuration from 17 rows to kGemmInt4MaxM, the
-  // dequantizing path above (cuda_ops.cpp).
+  // The engine runs gemm_int4 at its default configuration for gate/up with SiLU to 16 rows
+  // (below, the GEMV for the other projections), for every projection from 17 rows to
+  // kGemmInt4MaxM, the dequantizing path above (cuda_ops.cpp).
   bool dispatched() const override {
+    if (M_ <= cuda::kGemvMaxM) return pairs_ && path_ == Int4Path::kGemm;
     return path_ == (M_ <= cuda::kGemmInt4MaxM ? Int4Path::kGemm : Int4Path::kDequant);
   }
   std::string shape() const override {
     std::string s = kv("M", M_) + " " + kv("N", N_) + " " + kv("K", K_) + " " + kv("G", G_);
     if (bias_) s += " bias";
     if (acc_) s += " residual";
+    if (pairs_) s += " out=silu_pairs";
     if (path_ == Int4Path::kConfig) s += " cfg=" + cuda::gemm_int4_config_name(cfg_);
     return s;
   }
   std::string dtype() const override { return "int4"; }
   nlohmann::json params() const override {
-    return {{"M", M_},           {"N", N_},          {"K", K_},
-            {"group_size", G_},  {"bias", bias_},    {"residual", acc_},
-            {"weights", "int4"}, {"input", "plain"}, {"accumulate", acc_}};
+    return {{"M", M_},
+            {"N", N_},
+            {"K", K_},
+            {"group_size", G_},
+            {"bias", bias_},
+            {"residual", acc_},
+            {"weights", "int4"},
+            {"input", "plain"},
+            {"accumulate", acc_},
+            {"silu_pairs", pairs_}};
   }
   // torch: tinygemm (torch._weight_int4pack_mm) and dequantize + F.linear (torch_baseline.py).
   std::string baseline_name() const override {
-    return dispatched() ? "torch int4 (tinygemm | dequantize + F.linear)" : "";
+    return dispatched() && !pairs_ ? "torch int4 (tinygemm | dequantize + F.linear)" : "";
   }
   Cost cost() const override {
     Cost c;
     c.flops = 2.0 * M_ * double(N_) * K_;
     const double w = double(cuda::gemv_weight_bytes(WFmt::kInt4, N_, K_, G_));
-    const double out = 2.0 * M_ * double(N_) * (acc_ ? 2 : 1);
+    const double out = 2.0 * M_ * double(pairs_ ? N_ / 2 : N_) * (acc_ ? 2 : 1);
     // gemm_int4: W once, x once, out once (twice with the residual). Dequantize: W read, its bf16
     // image written and read again, then the bf16 GEMM.
     c.bytes = w + 2.0 * M_ * double(K_) + out + (bias_ ? 2.0 * N_ : 0.0) +
               (path_ == Int4Path::kDequant ? 4.0 * N_ * double(K_) : 0.0);
-    c.write_bytes =
-        2.0 * M_ * double(N_) + (path_ == Int4Path::kDequant ? 2.0 * N_ * double(K_) : 0.0);
+    c.write_bytes = 2.0 * M_ * double(pairs_ ? N_ / 2 : N_) +
+                    (path_ == Int4Path::kDequant ? 2.0 * N_ * double(K_) : 0.0);
     c.math = DType::kBF16;
     if (path_ == Int4Path::kDequant) {
       c.tiles = int64_t((M_ + 127) / 128) * ((N_ + 127) / 128);
@@ -78,13 +102,15 @@ class LinearInt4Case : public CaseBase {
       const cuda::GemmInt4Config g = config();
       c.tiles = int64_t((M_ + g.tokens - 1) / g.tokens) * ((N_ + g.rows - 1) / g.rows);
       // The dequantization, fragment loads and scaling between the MMAs (roofline/kernel_cost.h).
-      const double warp_tiles = double(c.tiles) * (g.rows / 32) * (g.tokens / 32);
-      c.non_mma.issue_slots = warp_tiles * (K_ / 128) * kGemmInt4IssuePerWarpTile;
+      const int kJ = g.tokens >= 32 ? 4 : g.tokens / 8;  // 8-token tiles a warp
+      const double warp_tiles = double(c.tiles) * (g.rows / 32) * (g.tokens / (8 * kJ));
+      c.non_mma.issue_slots = warp_tiles * (K_ / 128) * gemm_int4_issue_per_warp_tile(kJ);
     }
     return c;
   }
   size_t set_bytes() const override {
-    return wq_.set_bytes() + bf16_bytes(double(M_) * K_ + N_ + double(M_) * N_);
+    return QuantWeightPool::set_bytes(WFmt::kInt4, N_, K_, G_) +
+           bf16_bytes(double(M_) * K_ + N_ + double(M_) * N_);
   }
   void setup(int copies, uint64_t seed, cudaStream_t s) override {
     remember(copies, seed);
@@ -101,10 +127,11 @@ class LinearInt4Case : public CaseBase {
     const cuda::GemvWeights w = wq_.at(set);
     switch (path_) {
       case Int4Path::kGemm:
-        return cuda::gemm_int4(io_.x.at(set), w, bias, io_.out.at(set), M_, N_, K_, acc_, s);
+        return cuda::gemm_int4(io_.x.at(set), w, bias, io_.out.at(set), M_, N_, K_, acc_, s,
+                               pairs_);
       case Int4Path::kConfig:
         return cuda::gemm_int4_with_config(cfg_, io_.x.at(set), w, bias, io_.out.at(set), M_, N_,
-                                           K_, acc_, s);
+                                           K_, acc_, s, pairs_);
       case Int4Path::kDequant:
         CEILING_RETURN_IF_ERROR(cuda::dequantize_weights(w, N_, K_, wimg_.as<bf16>(), s));
         return lt_.run(io_.x.at(set), wimg_.as<bf16>(), bias, io_.out.at(set), DType::kBF16, M_, N_,
@@ -128,19 +155,30 @@ class LinearInt4Case : public CaseBase {
       if (m < M_ && std::find(rows.begin(), rows.end(), m) == rows.end()) rows.push_back(m);
     CheckResult r;
     r.tolerance = kTolBf16Out;
-    std::vector<float> got, ref;
+    // With SiLU pairs out is [M, N/2]: silu_mul of the bf16-rounded gate and up rows.
+    const int width = pairs_ ? N_ / 2 : N_;
+    std::vector<float> got, ref, row;
     for (int m : rows) {
+      row.clear();
       append_linear_ref_row(x.data() + size_t(m) * K_, w, N_, K_, bias_ ? b.data() : nullptr,
-                            acc_ ? resid.data() + size_t(m) * N_ : nullptr, ref);
-      got.insert(got.end(), got_all.begin() + size_t(m) * N_, got_all.begin() + size_t(m + 1) * N_);
+                            acc_ ? resid.data() + size_t(m) * N_ : nullptr, row);
+      for (int n = 0; n < width; ++n) {
+        if (!pairs_) {
+          ref.push_back(row[n]);
+          continue;
+        }
+        ref.push_back(silu_mul_ref(row[n], row[width + n]));
+      }
+      got.insert(got.end(), got_all.begin() + size_t(m) * width,
+                 got_all.begin() + size_t(m + 1) * width);
     }
     r.max_rel_err = rel_err(got, ref);
     r.detail = err_str("out", r.max_rel_err) + " (" + std::to_string(rows.size()) + " rows)";
     // Rows past the ones checked must be written too (no stray NaN from the poison).
     if (!acc_)
-      for (size_t i = 0; i < got_all.size(); ++i)
+      for (size_t i = 0; i < size_t(M_) * width; ++i)
         if (!std::isfinite(got_all[i])) {
-          r.failure = "out[" + std::to_string(i / N_) + ", " + std::to_string(i % N_) +
+          r.failure = "out[" + std::to_string(i / width) + ", " + std::to_string(i % width) +
                       "] not written (NaN poison left)";
           break;
         }
@@ -162,7 +200,7 @@ class LinearInt4Case : public CaseBase {
   Int4Path path_;
   cuda::GemmInt4Config cfg_;
   int M_, N_, K_, G_;
-  bool bias_, acc_;
+  bool bias_, acc_, pairs_;
   QuantWeightPool wq_;
   LinearIo io_;
   DeviceBuffer wimg_;
@@ -173,8 +211,9 @@ class LinearInt4Case : public CaseBase {
 
 std::unique_ptr<KernelCase> make_linear_int4_case(Int4Path path, int M, int N, int K, int G,
                                                   bool bias, bool accumulate,
-                                                  const cuda::GemmInt4Config& cfg) {
-  return std::make_unique<LinearInt4Case>(path, cfg, M, N, K, G, bias, accumulate);
+                                                  const cuda::GemmInt4Config& cfg,
+                                                  bool silu_pairs) {
+  return std::make_unique<LinearInt4Case>(path, cfg, M, N, K, G, bias, accumulate, silu_pairs);
 }
 
 // Llama-3.1-8B's projections (QKV, o with the residual, gate/up, down with the residual), G = 128,
@@ -182,6 +221,16 @@ std::unique_ptr<KernelCase> make_linear_int4_case(Int4Path path, int M, int N, i
 // 8192): gemm_int4 as dispatched and the dequantize + cuBLASLt path it replaced; every built
 // configuration up to 2048 rows (the sweep behind gemm_int4_default_config).
 void register_linear_int4_cases(CaseList& out) {
+  // Decode batches ≤ 16: gate/up with SiLU as the engine runs it (the other projections take the
+  // GEMV there: gemv_quant cases), and the configurations of ≤ 16 tokens a CTA.
+  for (int M : {1, 4, 8, 16}) {
+    out.push_back(
+        make_linear_int4_case(Int4Path::kGemm, M, 28672, 4096, 128, false, false, {}, true));
+    for (const cuda::GemmInt4Config& c : cuda::gemm_int4_configs())
+      if (c.tokens <= 16)
+        out.push_back(
+            make_linear_int4_case(Int4Path::kConfig, M, 28672, 4096, 128, false, false, c, true));
+  }
   for (int M : {32, 64, 128, 256, 2048, 8192})
     for (const ProjShape& sh : kLlama8bProjections) {
       out.push_back(make_linear_int4_case(Int4Path::kGemm, M, sh.N, sh.K, 128, false, sh.residual));

@@ -1,4 +1,5 @@
-// The linear layer with int4 weights past the GEMV (M > 16: serving batches and prefill chunks):
+// The linear layer with int4 weights past the GEMV (M > 16: serving batches and prefill chunks),
+// and gate/up with SiLU at small decode batches (CudaOps, kInt4SiluGemmMaxM):
 // out [M, N] = x [M, K] · Wᵀ (+ bias) (+ out), W in gemv_quant.h's device layout, read as it is
 // (no bf16 image), bf16 activations, fp32 accumulation. Before it, every such call dequantized the
 // whole weight to bf16 and ran cuBLASLt (gemv_quant.h dequantize_weights): 4.5 bytes moved per
@@ -19,13 +20,14 @@
 
 namespace ceiling::cuda {
 
-// A CTA's tile: `rows` of W (N) × `tokens` of x (M), in warps of 32 × 32, repeated over `slices`
-// k slices (their sums added at the end); k in tiles of 128 through a `stages`-deep cp.async ring
-// in shared memory, each stage one k tile per slice.
+// A CTA's tile: `rows` of W (N) × `tokens` of x (M), in warps of 32 rows × 32 tokens (8 or 16
+// in the one-warp-wide tiles for decode batches ≤ 16), repeated over `slices` k slices (their sums
+// added at the end); k in tiles of 128 through a `stages`-deep cp.async ring in shared memory, each
+// stage one k tile per slice.
 struct GemmInt4Config {
-  int rows = 128;   // 64 or 128
-  int tokens = 64;  // 32 or 64
-  int slices = 1;   // 1, 2 or 4
+  int rows = 128;   // 32, 64 or 128
+  int tokens = 64;  // 8, 16, 32 or 64
+  int slices = 1;   // 1, 2, 4 or 8
   int stages = 4;   // 3 or 4
 };
 std::string gemm_int4_config_name(const GemmInt4Config& c);  // "n128m64k1s4"
@@ -47,11 +49,15 @@ inline constexpr int kGemmInt4MaxM = 128;
 std::string gemm_int4_unsupported(const GemvWeights& w, int N, int K);
 
 // out [M, N] (bf16) = x [M, K] · Wᵀ (+ bias [N]) (+ out when `accumulate`); M ≥ 1, x 16-byte
-// aligned. Launched with PDL (pdl.cuh): graph- and stream-safe.
+// aligned. `silu_pairs` (W = [gate; up], N even, no accumulation): out [M, N/2] =
+// silu(bf16(gate)) · bf16(up), silu_mul's values, without writing gate / up. Launched with PDL
+// (pdl.cuh): graph- and stream-safe.
 Status gemm_int4(const __nv_bfloat16* x, const GemvWeights& w, const __nv_bfloat16* bias,
-                 __nv_bfloat16* out, int M, int N, int K, bool accumulate, cudaStream_t stream);
+                 __nv_bfloat16* out, int M, int N, int K, bool accumulate, cudaStream_t stream,
+                 bool silu_pairs = false);
 Status gemm_int4_with_config(const GemmInt4Config& cfg, const __nv_bfloat16* x,
                              const GemvWeights& w, const __nv_bfloat16* bias, __nv_bfloat16* out,
-                             int M, int N, int K, bool accumulate, cudaStream_t stream);
+                             int M, int N, int K, bool accumulate, cudaStream_t stream,
+                             bool silu_pairs = false);
 
 }  // namespace ceiling::cuda
