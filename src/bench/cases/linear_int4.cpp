@@ -11,6 +11,7 @@
 #include "bench/quant_weights.h"
 #include "kernels/cuda/gemm_int4.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_quant.h"
 
 namespace ceiling::bench {
@@ -49,11 +50,12 @@ class LinearInt4Case : public CaseBase {
            : path_ == Int4Path::kConfig ? "linear_int4_cfg"
                                         : "linear_int4";
   }
-  // The engine runs gemm_int4 at its default configuration for gate/up with SiLU to 16 rows
-  // (below, the GEMV for the other projections), for every projection from 17 rows to
-  // kGemmInt4MaxM, the dequantizing path above (cuda_ops.cpp).
+  // The engine runs gemm_int4 at its default configuration for gate/up with SiLU to
+  // kGemmInt4SiluMaxM rows (the GEMV for the rest up to 16 rows), for every projection from 17
+  // rows to kGemmInt4MaxM, the dequantizing path above (cuda_ops.cpp).
   bool dispatched() const override {
-    if (M_ <= cuda::kGemvMaxM) return pairs_ && path_ == Int4Path::kGemm;
+    if (M_ <= cuda::kGemvMaxM)
+      return pairs_ && path_ == Int4Path::kGemm && M_ <= cuda::kGemmInt4SiluMaxM;
     return path_ == (M_ <= cuda::kGemmInt4MaxM ? Int4Path::kGemm : Int4Path::kDequant);
   }
   std::string shape() const override {

@@ -124,15 +124,11 @@ constexpr int kQuantGemvMaxM = cuda::kGemvMaxM;
 static_assert(kQuantGemvMaxM + 1 == kFp8ActRowsMin,
               "W8A8 starts where the quantized GEMV stops (model/weights.h)");
 
-// int4 gate/up at decode batches up to kInt4SiluGemmMaxM rows runs gemm_int4 with its SiLU
-// epilogue after a separate RMSNorm instead of the GEMV with both fused. Alone: 27.1 + 2.3 µs
-// against 33.6 at M = 1, 27.4 against 30.4 at 4 (r85, H200, the 8B); in the decode step (r89,
-// one machine start, A/B twice): batch 1 2.287 ms against 2.414; batch 16 3.69 against 3.65 —
-// there the GEMV stays, though gemm_int4 alone is faster (33.5 against 40.8 µs).
-constexpr int kInt4SiluGemmMaxM = 8;
+// int4 gate/up at decode batches up to kGemmInt4SiluMaxM rows (gemm_int4.h) runs gemm_int4 with
+// its SiLU epilogue after a separate RMSNorm instead of the GEMV with both fused.
 bool int4_silu_gemm(int rows, const cuda_impl::DeviceLinear& w) {
   return w.quantized() && w.w.format == cuda::GemvWeightFormat::kInt4 &&
-         rows <= kInt4SiluGemmMaxM && w.N % 2 == 0 &&
+         rows <= cuda::kGemmInt4SiluMaxM && w.N % 2 == 0 &&
          cuda::gemm_int4_unsupported(w.w, w.N, w.K).empty();
 }
 

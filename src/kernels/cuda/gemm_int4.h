@@ -1,5 +1,5 @@
 // The linear layer with int4 weights past the GEMV (M > 16: serving batches and prefill chunks),
-// and gate/up with SiLU at small decode batches (CudaOps, kInt4SiluGemmMaxM):
+// and gate/up with SiLU at small decode batches (kGemmInt4SiluMaxM):
 // out [M, N] = x [M, K] · Wᵀ (+ bias) (+ out), W in gemv_quant.h's device layout, read as it is
 // (no bf16 image), bf16 activations, fp32 accumulation. Before it, every such call dequantized the
 // whole weight to bf16 and ran cuBLASLt (gemv_quant.h dequantize_weights): 4.5 bytes moved per
@@ -42,6 +42,14 @@ GemmInt4Config gemm_int4_default_config(int M, int N, int sms);
 // faster on three of four at 256 and on all at 2048 (2.6–3.6×): this kernel's mma.sync at ~200
 // TFLOP/s against cuBLASLt's wgmma once the image's cost is amortized.
 inline constexpr int kGemmInt4MaxM = 128;
+
+// Rows up to which CudaOps runs int4 gate/up as gemm_int4 with the SiLU-pairs epilogue after a
+// separate RMSNorm, instead of the GEMV with both fused. Alone: 27.1 + 2.3 µs against 33.6 at
+// M = 1, 27.4 against 30.4 at 4 (r85, H200, the 8B); in the decode step (r89–r90, A/B in one
+// machine start): batch 1 2.287 ms against 2.414, batch 8 2.714 against 2.857, batch 4 2.444
+// against 2.454, batch 16 3.69 against 3.65 — there the GEMV stays, though gemm_int4 alone is
+// faster (33.5 against 40.8 µs; not explained, bench/lowprec_notes.md).
+inline constexpr int kGemmInt4SiluMaxM = 8;
 
 // Why `w` cannot run gemm_int4 at (N, K), or "": int4 weights, K a multiple of 128, the group
 // size a multiple of 128 (one group per k tile; smaller groups keep the dequantize + GEMM path),
