@@ -98,9 +98,6 @@ struct ProjShape {
 inline constexpr ProjShape kLlama8bProjections[] = {
     {6144, 4096, false}, {4096, 4096, true}, {28672, 4096, false}, {4096, 14336, true}};
 
-// One output row of a linear layer in double, the reference of the low-precision cases: appends
-// out[n] = Σ_k x[k] · w[n, k] (+ bias[n]) (+ resid[n]) for n < N to `ref` (w: [N, K] f32, the
-// dequantized weights; bias, resid optional).
 // A value rounded to bf16 and back (the kernels' bf16 stores).
 inline float round_bf16(float v) {
   return bf16_to_f32(f32_to_bf16(v));
@@ -111,6 +108,9 @@ inline float silu_mul_ref(float gate, float up) {
   return g / (1.0f + std::exp(-g)) * round_bf16(up);
 }
 
+// One output row of a linear layer in double, the reference of the low-precision cases: appends
+// out[n] = Σ_k x[k] · w[n, k] (+ bias[n]) (+ resid[n]) for n < N to `ref` (w: [N, K] f32, the
+// dequantized weights; bias, resid optional).
 inline void append_linear_ref_row(const float* x, const std::vector<float>& w, int N, int K,
                                   const float* bias, const float* resid, std::vector<float>& ref) {
   for (int n = 0; n < N; ++n) {

@@ -25,11 +25,13 @@ using WFmt = cuda::GemvWeightFormat;
 // 57,344 warp k tiles, prologue and epilogue spread over them). The PTX of the other
 // configurations' loops is within 15 % of it (511–591 against n128m32k1s4's 519).
 constexpr double kGemmInt4IssuePerWarpTile = 497;
-// A warp of 8·kJ tokens (kJ < 4, the decode tiles): the dequantization (~176 lane ops a warp and
-// k tile) and the loop do not shrink with kJ; the HMMA, x loads and scaling (~72 a token tile) do.
-// An estimate scaled from the figure above, not a measurement.
+// A warp of 8 tokens (kJ = 1, the decode tiles): 417 (r84's ncu of n128m8k2s4 at M = 1, N = 28672,
+// K = 4096: 11.97 M instructions over 28,672 warp k tiles). 16 tokens (kJ = 2): interpolated
+// linearly between the two measurements, not measured.
+constexpr double kGemmInt4IssuePerWarpTile8 = 417;
 double gemm_int4_issue_per_warp_tile(int kJ) {
-  return kGemmInt4IssuePerWarpTile - 72.0 * (4 - kJ);
+  return kGemmInt4IssuePerWarpTile8 +
+         (kGemmInt4IssuePerWarpTile - kGemmInt4IssuePerWarpTile8) * (kJ - 1) / 3.0;
 }
 
 class LinearInt4Case : public CaseBase {
