@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const ModelConfig c = parse_model_config(text, "fuzz/config.json");
     if (int64_t{c.num_heads} * c.head_dim > kMaxDim || c.q_dim() <= 0 || c.kv_dim() <= 0 ||
-        c.num_layers > kMaxLayers || c.num_params() <= 0)
+        int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} > kMaxDim || c.num_layers > kMaxLayers ||
+        c.num_params() <= 0)
       std::abort();
   } catch (const Error&) {
   }

@@ -15,18 +15,24 @@ namespace ceiling {
 
 std::string_view arch_name(Arch a) {
   switch (a) {
-    case Arch::kLlama: return "llama";
-    case Arch::kMistral: return "mistral";
-    case Arch::kQwen2: return "qwen2";
-    case Arch::kQwen3: return "qwen3";
+    case Arch::kLlama:
+      return "llama";
+    case Arch::kMistral:
+      return "mistral";
+    case Arch::kQwen2:
+      return "qwen2";
+    case Arch::kQwen3:
+      return "qwen3";
   }
   return "?";
 }
 
 int64_t ModelConfig::num_params() const {
-  const int64_t H = hidden_size, I = intermediate_size, V = vocab_size;
-  int64_t per_layer = H * (int64_t{q_dim()} + 2 * kv_dim()) + int64_t{q_dim()} * H + 3 * H * I + 2 * H;
-  if (attention_bias) per_layer += q_dim() + 2 * kv_dim();
+  // In 64 bits throughout: q_dim and kv_dim may each be up to kMaxDim (2^30), 2 · kv_dim not in
+  // int.
+  const int64_t H = hidden_size, I = intermediate_size, V = vocab_size, Q = q_dim(), KV = kv_dim();
+  int64_t per_layer = H * (Q + 2 * KV) + Q * H + 3 * H * I + 2 * H;
+  if (attention_bias) per_layer += Q + 2 * KV;
   if (qk_norm) per_layer += 2 * head_dim;
   return V * H + num_layers * per_layer + H + (tie_word_embeddings ? 0 : V * H);
 }
@@ -127,6 +133,8 @@ void check_model_sizes(const ModelConfig& c, const std::string& origin) {
                                 "q_dim (num_attention_heads x head_dim)", origin);
   const int64_t KV = checked_mul(c.num_kv_heads, c.head_dim, kMaxDim,
                                  "kv_dim (num_key_value_heads x head_dim)", origin);
+  // The fused QKV row (the engine's q / k / v strides and its QKV output) is an int too.
+  checked_add(Q, 2 * KV, kMaxDim, "the fused QKV width (q_dim + 2 x kv_dim)", origin);
   const int64_t kT = kMaxTensorElems;
   const int64_t emb =
       checked_mul(V, H, kT, "embedding elements (vocab_size x hidden_size)", origin);
@@ -185,9 +193,10 @@ ModelConfig parse_model_config(std::string_view text, const std::string& origin)
   } else if (model_type == "qwen3") {
     c.arch = Arch::kQwen3;
   } else {
-    fail("{}: field 'model_type': unsupported architecture {} and no 'architectures' (supported: "
-         "llama, mistral, qwen2, qwen3)",
-         origin, quote_text(model_type, 64));
+    fail(
+        "{}: field 'model_type': unsupported architecture {} and no 'architectures' (supported: "
+        "llama, mistral, qwen2, qwen3)",
+        origin, quote_text(model_type, 64));
   }
 
   c.vocab_size = get_positive_int(j, "vocab_size", origin);
@@ -241,8 +250,10 @@ ModelConfig parse_model_config(std::string_view text, const std::string& origin)
         fail("{}: rope_scaling field 'original_max_position_embeddings' must be in [1, 2^30]",
              origin);
       c.rope_scaling.original_max_position_embeddings = static_cast<int>(orig);
-      if (!(c.rope_scaling.factor > 0) || !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
-        fail("{}: rope_scaling (llama3) needs factor > 0 and high_freq_factor > low_freq_factor", origin);
+      if (!(c.rope_scaling.factor > 0) ||
+          !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
+        fail("{}: rope_scaling (llama3) needs factor > 0 and high_freq_factor > low_freq_factor",
+             origin);
     } else if (type == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
       c.rope_scaling.factor = get_number(*it, "factor", 1.0, origin);
@@ -278,7 +289,8 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
     text = read_regular_file(file, kMaxConfigJsonBytes);
   }
   ModelConfig c = parse_model_config(text, file.string());
-  c.name = (std::filesystem::is_directory(path, ec) ? path : path.parent_path()).filename().string();
+  c.name =
+      (std::filesystem::is_directory(path, ec) ? path : path.parent_path()).filename().string();
   if (c.name.empty()) c.name = file.string();
   return c;
 }

@@ -19,8 +19,8 @@ struct RopeScaling {
   enum class Type { kNone, kLlama3, kLinear };
   Type type = Type::kNone;
   double factor = 1.0;
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
+  double low_freq_factor = 1.0;                 // llama3
+  double high_freq_factor = 4.0;                // llama3
   int original_max_position_embeddings = 8192;  // llama3
 };
 
@@ -55,11 +55,11 @@ struct ModelConfig {
 // Bounds on config.json and what it implies. Each field is in [1, 2^30]; every derived size is
 // computed in 64 bits with overflow checks and must stay under these (a model past them could
 // not be held in any machine's memory).
-inline constexpr uint64_t kMaxConfigJsonBytes = 16u << 20;        // config.json file size
-inline constexpr int kMaxLayers = 4096;                           // num_hidden_layers
-inline constexpr int64_t kMaxDim = int64_t{1} << 30;              // q_dim, kv_dim
-inline constexpr int64_t kMaxTensorElems = int64_t{1} << 40;      // any one weight
-inline constexpr int64_t kMaxModelBytes = int64_t{1} << 45;       // all weights (32 TiB)
+inline constexpr uint64_t kMaxConfigJsonBytes = 16u << 20;    // config.json file size
+inline constexpr int kMaxLayers = 4096;                       // num_hidden_layers
+inline constexpr int64_t kMaxDim = int64_t{1} << 30;          // q_dim, kv_dim, q_dim + 2 · kv_dim
+inline constexpr int64_t kMaxTensorElems = int64_t{1} << 40;  // any one weight
+inline constexpr int64_t kMaxModelBytes = int64_t{1} << 45;   // all weights (32 TiB)
 inline constexpr int64_t kMaxKvBytesPerToken = int64_t{1} << 32;  // K and V of all layers
 
 // Checks the 64-bit derived sizes against the bounds above; throws naming `origin`, the fields

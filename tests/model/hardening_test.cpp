@@ -46,8 +46,13 @@ TEST(ConfigHardening, DerivedSizesAreCheckedIn64Bits) {
             std::string::npos);
   const std::string kv = config_error(
       R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 64,
-          "num_hidden_layers": 4, "num_attention_heads": 1, "head_dim": 1073741824})");
+          "num_hidden_layers": 4096, "num_attention_heads": 1, "head_dim": 1048576})");
   EXPECT_NE(kv.find("KV elements per token"), std::string::npos) << kv;
+  // q_dim and kv_dim each at 2^30 (the fuzzer's find: 2 · kv_dim overflowed an int in
+  // num_params): the fused QKV width is bounded as well.
+  const std::string qkv = config_error(
+      llama(R"("num_attention_heads": 16777216, "num_key_value_heads": 16777216, "head_dim": 64)"));
+  EXPECT_NE(qkv.find("fused QKV width"), std::string::npos) << qkv;
   // Real shapes still pass.
   EXPECT_EQ(config_error(llama(R"("num_attention_heads": 8, "num_key_value_heads": 2)")),
             "(no error)");
