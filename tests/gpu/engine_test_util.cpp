@@ -186,7 +186,8 @@ std::filesystem::path fresh_temp_dir(const std::string& tag) {
 }
 
 std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int32_t>& ref,
-                         const std::vector<std::vector<float>>& ref_logits, bool* ok) {
+                         const std::vector<std::vector<float>>& ref_logits, bool* ok,
+                         const std::vector<std::vector<float>>* emulated) {
   const size_t n = std::min(got.size(), ref.size());
   for (size_t i = 0; i < n; ++i) {
     if (got[i] == ref[i]) continue;
@@ -196,12 +197,19 @@ std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int3
     }
     const std::vector<float>& l = ref_logits[i];
     const double gap = double{l[ref[i]]} - l[got[i]];
-    const double limit = kNearTieOfRms * rms(l.data(), static_cast<int64_t>(l.size()));
+    const double r = rms(l.data(), static_cast<int64_t>(l.size()));
+    double limit = kNearTieOfRms * r, noise = 0;
+    if (emulated && i < emulated->size()) {
+      noise = rel_err((*emulated)[i], l);
+      limit = std::max(limit, kNearTieSigmas * std::sqrt(2.0) * kNoiseRatio * noise * r);
+    }
     *ok = gap <= limit;
     return fmt::format(
         "{} of {} tokens agree; at token {} the reference picked {} over {} by "
-        "{:.4g} (near-tie limit {:.4g}): {}",
-        i, n, i, ref[i], got[i], gap, limit, *ok ? "near tie" : "NOT a near tie");
+        "{:.4g} (near-tie limit {:.4g}{}): {}",
+        i, n, i, ref[i], got[i], gap, limit,
+        emulated ? fmt::format(" at bf16 noise {:.3g}", noise) : "",
+        *ok ? "near tie" : "NOT a near tie");
   }
   *ok = got.size() == ref.size();
   return fmt::format("all {} tokens agree{}", n, *ok ? "" : " (but the lengths differ)");

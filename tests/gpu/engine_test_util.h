@@ -74,6 +74,14 @@ inline constexpr double kMaxRoundingNoiseFp8Both = 0.3;
 // Greedy picks may differ only where the reference's top two candidates are nearly tied: the
 // reference logit of its own pick minus that of the other pick, over the row's RMS.
 inline constexpr double kNearTieOfRms = 0.1;
+// Against CpuOps' fp32 reference the GPU's logits may err by kNoiseRatio times the bf16 storage
+// noise (NoiseCheck), which on some random models is several % of the row's RMS: then two picks
+// can swap by more than kNearTieOfRms · RMS while every step passes that rule (H200, r95:
+// SmolLM2Shape, seed 2924318408, steps within 1.06 and 1.28 × their noise of 0.036 and 0.045,
+// greedy token 6 swapped at a gap of 0.134 RMS). Given the emulated run's logits of the step, the
+// limit is also kNearTieSigmas standard deviations of the difference of two such errors:
+// kNearTieSigmas · √2 · kNoiseRatio · rel_err(emulated, reference) · RMS.
+inline constexpr double kNearTieSigmas = 3.0;
 
 // Accumulates the logits checks of one run: EXPECTs each against the rule above.
 class NoiseCheck {
@@ -130,9 +138,11 @@ std::filesystem::path fresh_temp_dir(const std::string& tag);
 
 // Compares greedy generations `got` against the reference `ref`, whose per-step logits are
 // `ref_logits[i]` (the row that picked ref[i]). Passes when they agree, or first differ at a step
-// where the reference's gap between its pick and got's pick is within kNearTieOfRms · RMS.
-// Returns a one-line description for the log.
+// where the reference's gap between its pick and got's pick is within kNearTieOfRms · RMS — or,
+// with `emulated` (the bf16-activation CPU's logits of the same teacher-forced steps), within
+// the noise limit of kNearTieSigmas. Returns a one-line description for the log.
 std::string check_greedy(const std::vector<int32_t>& got, const std::vector<int32_t>& ref,
-                         const std::vector<std::vector<float>>& ref_logits, bool* ok);
+                         const std::vector<std::vector<float>>& ref_logits, bool* ok,
+                         const std::vector<std::vector<float>>* emulated = nullptr);
 
 }  // namespace ceiling::engine::gpu_test
