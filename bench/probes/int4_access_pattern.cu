@@ -7,7 +7,9 @@
 // each with CTAs of 64 or 128 rows and 4, 8 or 16 k tiles of loads in flight per thread (the
 // bytes in flight an SM, which sets the rate at a fixed latency).
 // Four copies of the image rotate so no launch reads what the L2 holds. One line of JSON per
-// pattern: GB/s and µs per launch, median of 50 launches.
+// pattern and timing: µs and GB/s per launch, median of 50 — a lone launch between two events,
+// and a chain of 10 launches with programmatic dependent launch (each waits for its predecessor
+// with griddepcontrol.wait before its loads, as ceiling's kernels and `bench kernels` do).
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a int4_access_pattern.cu
 #include <cuda_runtime.h>
 
@@ -33,6 +35,8 @@ __global__ void __launch_bounds__(kThreads) probe(const char* __restrict__ w, un
   constexpr int kPer = kChunks / kThreads;      // a thread's, a k tile
   constexpr int kTiles = kRowBytes / kPiece;
   const char* base = w + size_t(blockIdx.x) * kRows * kRowBytes;
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   unsigned acc = 0;
   for (int kt = 0; kt < kTiles; kt += kUnroll) {
     uint4 v[kUnroll][kPer];
@@ -60,22 +64,34 @@ void run(const char* name, char* const (&copies)[4], unsigned* sink) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int r = 0; r < 60; ++r) {
-    cudaEventRecord(a);
-    probe<kPiece, kContig, kRows, kUnroll><<<grid, kThreads>>>(copies[r % 4], sink);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (r >= 10) t.push_back(ms);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  for (int chain : {1, 10}) {
+    std::vector<float> t;
+    for (int r = 0; r < 60; ++r) {
+      cudaEventRecord(a);
+      for (int i = 0; i < chain; ++i)
+        cudaLaunchKernelEx(&cfg, probe<kPiece, kContig, kRows, kUnroll>,
+                           static_cast<const char*>(copies[(r * chain + i) % 4]), sink);
+      cudaEventRecord(b);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      if (r >= 10) t.push_back(ms / chain);
+    }
+    std::sort(t.begin(), t.end());
+    const double us = t[t.size() / 2] * 1e3, bytes = double(kN) * kRowBytes;
+    std::printf(
+        "{\"pattern\": \"%s\", \"rows\": %d, \"unroll\": %d, \"in_flight_per_cta\": %d, "
+        "\"chain\": %d, \"bytes\": %.0f, \"us\": %.2f, \"gbps\": %.0f}\n",
+        name, kRows, kUnroll, kRows * kPiece * kUnroll, chain, bytes, us, bytes / us * 1e-3);
   }
-  std::sort(t.begin(), t.end());
-  const double us = t[t.size() / 2] * 1e3, bytes = double(kN) * kRowBytes;
-  std::printf(
-      "{\"pattern\": \"%s\", \"rows\": %d, \"unroll\": %d, \"in_flight_per_cta\": %d, "
-      "\"bytes\": %.0f, \"us\": %.2f, \"gbps\": %.0f}\n",
-      name, kRows, kUnroll, kRows * kPiece * kUnroll, bytes, us, bytes / us * 1e-3);
 }
 
 int main() {
