@@ -1,7 +1,7 @@
 // Probe: how fast the H100/H200 streams an int4 weight image [N, K/2 bytes] in the access
 // patterns ceiling's int4 kernels use, with no arithmetic — does the pattern alone cap them?
 //   tile64   gemm_int4's small tiles: a CTA owns 128 rows and reads 64 bytes (128 k) of each
-//            row per k tile, 16-byte loads, 4 k tiles in flight per thread
+//            row per k tile, in 16-byte loads
 //   tile128  the same with 128-byte pieces (the TMA kernel's boxes, r93)
 //   contig   the same bytes per CTA as one contiguous run (a tiled weight layout)
 // each with CTAs of 64 or 128 rows and 4, 8 or 16 k tiles of loads in flight per thread (the
@@ -10,23 +10,21 @@
 // pattern and timing: µs and GB/s per launch, median of 50 — a lone launch between two events,
 // and a chain of 10 launches with programmatic dependent launch (each waits for its predecessor
 // with griddepcontrol.wait before its loads, as ceiling's kernels and `bench kernels` do).
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a int4_access_pattern.cu
+// Build (from the repository root): nvcc -O3 -std=c++20 -Isrc
+//   -gencode=arch=compute_90a,code=sm_90a bench/probes/int4_access_pattern.cu -o int4_probe
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
+
 constexpr int kN = 28672, kRowBytes = 2048;  // Llama-3.1-8B gate/up, K = 4096 int4
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+using ceiling::cuda::detail::load16_stream;  // 16 bytes, no L1 allocation
 
 // kPiece bytes of each of the CTA's kRows rows per k tile; kContig: the CTA's bytes contiguous.
 template <int kPiece, bool kContig, int kRows, int kUnroll>
@@ -35,8 +33,8 @@ __global__ void __launch_bounds__(kThreads) probe(const char* __restrict__ w, un
   constexpr int kPer = kChunks / kThreads;      // a thread's, a k tile
   constexpr int kTiles = kRowBytes / kPiece;
   const char* base = w + size_t(blockIdx.x) * kRows * kRowBytes;
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  ceiling::cuda::detail::pdl_launch_dependents();
+  ceiling::cuda::detail::pdl_wait();
   unsigned acc = 0;
   for (int kt = 0; kt < kTiles; kt += kUnroll) {
     uint4 v[kUnroll][kPer];
@@ -48,7 +46,7 @@ __global__ void __launch_bounds__(kThreads) probe(const char* __restrict__ w, un
         const size_t off = kContig ? (size_t(kt + u) * kChunks + c) * 16
                                    : size_t(c / (kPiece / 16)) * kRowBytes + (kt + u) * kPiece +
                                          (c % (kPiece / 16)) * 16;
-        v[u][i] = ld_stream(reinterpret_cast<const uint4*>(base + off));
+        v[u][i] = load16_stream(base + off);
       }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
