@@ -10,8 +10,7 @@
 // pattern and timing: µs and GB/s per launch, median of 50 — a lone launch between two events,
 // and a chain of 10 launches with programmatic dependent launch (each waits for its predecessor
 // with griddepcontrol.wait before its loads, as ceiling's kernels and `bench kernels` do).
-// Build (from the repository root): nvcc -O3 -std=c++20 -Isrc
-//   -gencode=arch=compute_90a,code=sm_90a bench/probes/int4_access_pattern.cu -o int4_probe
+// Built as the CMake target int4_access_probe (src/bench/CMakeLists.txt); run it on the GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
