@@ -13,12 +13,11 @@
 // Built as the CMake target int4_access_probe (src/bench/CMakeLists.txt); run it on the GPU.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "probe_timing.h"
 
 constexpr int kN = 28672, kRowBytes = 2048;  // Llama-3.1-8B gate/up, K = 4096 int4
 constexpr int kThreads = 256;
@@ -57,33 +56,13 @@ __global__ void __launch_bounds__(kThreads) probe(const char* __restrict__ w, un
 
 template <int kPiece, bool kContig, int kRows, int kUnroll>
 void run(const char* name, char* const (&copies)[4], unsigned* sink) {
-  const int grid = kN / kRows;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  const probes::PdlLaunch l{dim3(kN / kRows), dim3(kThreads)};
   for (int chain : {1, 10}) {
-    std::vector<float> t;
-    for (int r = 0; r < 60; ++r) {
-      cudaEventRecord(a);
-      for (int i = 0; i < chain; ++i)
-        cudaLaunchKernelEx(&cfg, probe<kPiece, kContig, kRows, kUnroll>,
-                           static_cast<const char*>(copies[(r * chain + i) % 4]), sink);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      if (r >= 10) t.push_back(ms / chain);
-    }
-    std::sort(t.begin(), t.end());
-    const double us = t[t.size() / 2] * 1e3, bytes = double(kN) * kRowBytes;
+    const double us = probes::median_us(chain, [&](int r, int i) {
+      cudaLaunchKernelEx(&l.cfg, probe<kPiece, kContig, kRows, kUnroll>,
+                         static_cast<const char*>(copies[(r * chain + i) % 4]), sink);
+    });
+    const double bytes = double(kN) * kRowBytes;
     std::printf(
         "{\"pattern\": \"%s\", \"rows\": %d, \"unroll\": %d, \"in_flight_per_cta\": %d, "
         "\"chain\": %d, \"bytes\": %.0f, \"us\": %.2f, \"gbps\": %.0f}\n",

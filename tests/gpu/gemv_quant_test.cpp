@@ -87,17 +87,24 @@ TEST(GpuGemvQuant, MmaConfigsMatchReference) {
   for (const cuda::GemvConfig& c : bench::quant_mma_configs())
     for (W fmt : {W::kFP8, W::kInt4}) {
       const int G = fmt == W::kInt4 ? 128 : 0;
+      // Two warp tiles are built for the plain input only (gemv_quant.cu, kInt4TwoTilesMinN):
+      // with the RMS-norm input the configuration is rejected (RejectsBadArguments).
+      const bool norm_built = c.warp_tiles == 1;
       for (int M : {1, 8, 9, 16}) {
         for (In input : {In::kPlain, In::kRmsNorm})
           for (int out : {0, 1, 2})
             for (int N : {13, 1031})
               for (int K : {128, 4224}) {
+                if (input == In::kRmsNorm && !norm_built) continue;
                 const int n = out == 2 ? 2 * N : N;
                 expect_case_passes(*bench::make_gemv_quant_case(fmt, G, input, out == 1, out == 2,
                                                                 M, n, K, N == 13, c),
                                    s);
               }
-        expect_case_passes(*bench::make_gemv_quant_rope_case(fmt, G, M, 4096, 32, 8, 128, c), s);
+        expect_case_passes(
+            *bench::make_gemv_quant_rope_case(fmt, G, M, 4096, 32, 8, 128, c,
+                                              norm_built ? In::kRmsNorm : In::kPlain),
+            s);
       }
       expect_case_passes(
           *bench::make_gemv_quant_case(fmt, G, In::kPlain, true, false, 16, 4096, 14336, false, c),
@@ -150,6 +157,18 @@ TEST(GpuGemvQuant, RejectsBadArguments) {
   EXPECT_TRUE(err(1, 8, 64).empty()) << err(1, 8, 64);
   w.format = W::kBF16;
   EXPECT_NE(err(1, 8, 64).find("bf16"), std::string::npos) << err(1, 8, 64);
+  // A configuration the input has no kernel for: two warp tiles with the RMS-norm input.
+  w.format = W::kInt4;
+  w.groups = b.as<uint32_t>();
+  w.group_size = 128;
+  f.input = In::kRmsNorm;
+  f.norm_weight = b.as<bf16>();
+  f.eps = 1e-5f;
+  const std::string msg =
+      cuda::gemv_fused_quant_with_config({256, 32, 1, 2}, f, b.as<bf16>(), w, nullptr, b.as<bf16>(),
+                                         16, 4096, 128, nullptr)
+          .message();
+  EXPECT_NE(msg.find("not built for M 16 with the RMS-norm input"), std::string::npos) << msg;
 }
 
 }  // namespace

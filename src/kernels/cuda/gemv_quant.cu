@@ -67,7 +67,9 @@ bool mma_ok(const GemvWeights& w) {
 // loads (rows g, g + 8; 32 k each) take 8 loads of x (4 pieces × 2 token tiles): 128 bytes through
 // L1 for 32 bytes of weights. Two tiles halve that. 4 k slices where the halved grid still fills
 // the GPU twice over (N ≥ 6144: QKV, gate/up), else 8 (o, down); one tile below N = 4096, where
-// fewer than 128 CTAs would remain. fp8 (16 weights a load) and M ≤ 8 lost or tied with two
+// fewer than 128 CTAs would remain. Plain input only (what the engine runs above one row): with
+// the RMS-norm input two tiles spill (ptxas: 388 bytes once the int4 dequantization's LOP3 reads
+// the zero word, 2026-11-28 r106). fp8 (16 weights a load) and M ≤ 8 lost or tied with two
 // tiles (same run): one tile.
 constexpr int kInt4TwoTilesMinN = 4096;
 
@@ -100,9 +102,10 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
     return launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
   }
   if (mma_ok(w)) {
-    if (kW == W::kInt4 && M > 8 && N >= kInt4TwoTilesMinN)
-      return N >= 6144 ? launch_mma<kIn, kW, 4, 2>(f, x, w, bias, out, M, N, K, s)
-                       : launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
+    if constexpr (kIn == GemvInput::kPlain)
+      if (kW == W::kInt4 && M > 8 && N >= kInt4TwoTilesMinN)
+        return N >= 6144 ? launch_mma<kIn, kW, 4, 2>(f, x, w, bias, out, M, N, K, s)
+                         : launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
     return launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   }
   if (M <= 4) return launch<4, 2, 1, 128, kIn, kW>(f, x, w, bias, out, M, N, K, s);
@@ -119,12 +122,13 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
     return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
   if (c.rows >= 16 && !mma_ok(w)) return false;
+  constexpr bool kTwoTiles = kIn == GemvInput::kPlain;  // (the dispatch's int4 M 9..16 kernels)
   if (is(256, 16, 1))
     *err = launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
-  else if (is(256, 32, 1, 2))
-    *err = launch_mma<kIn, kW, 8, 2>(f, x, w, bias, out, M, N, K, s);
-  else if (is(128, 32, 1, 2))
-    *err = launch_mma<kIn, kW, 4, 2>(f, x, w, bias, out, M, N, K, s);
+  else if (kTwoTiles && is(256, 32, 1, 2))
+    *err = launch_mma < kIn, kW, 8, kTwoTiles ? 2 : 1 > (f, x, w, bias, out, M, N, K, s);
+  else if (kTwoTiles && is(128, 32, 1, 2))
+    *err = launch_mma < kIn, kW, 4, kTwoTiles ? 2 : 1 > (f, x, w, bias, out, M, N, K, s);
   else if (M != 1)
     return false;
   else if (is(128, 2, 2))
@@ -272,8 +276,8 @@ Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f, 
                                  : dispatch_config<GemvInput::kPlain, W::kInt4>(
                                        cfg, f, x, w, bias, out, M, N, K, stream, &e));
   if (!built)
-    return Status::error("gemv_fused_quant_with_config: {} not built for M {}",
-                         gemv_config_name(cfg), M);
+    return Status::error("gemv_fused_quant_with_config: {} not built for M {} with the {} input",
+                         gemv_config_name(cfg), M, norm ? "RMS-norm" : "plain");
   CEILING_CUDA_RETURN(e);
   return Status();
 }

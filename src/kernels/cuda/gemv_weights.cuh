@@ -22,15 +22,28 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// Bits of a where mask is set, of c elsewhere: one LOP3 (select).
+template <uint32_t kMask>
+__device__ __forceinline__ uint32_t select_bits(uint32_t a, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(a), "n"(kMask), "r"(c));
+  return d;
+}
+
 // Eight int4 values of one word (pack_gemv_int4's nibble order) as four bf16 pairs q − zero, for
 // elements (2s, 2s + 1) in pair s: (word >> 4s) & 0x000F000F | 0x43004300 is the bf16 pair
 // (128 + q), and the bf16 subtraction of zw = (128 + zero) twice is exact (small integers).
+// zw is 0x4300 | zero in each half with zero ≤ 15 (pack_gemv_int4_group), so 0x43004300 is zw
+// outside the nibbles: one LOP3 a pair, select_bits(word >> 4s, zw), where `& | magic` compiled
+// to two (an instruction has one immediate slot). The integer pipe is what the int4 kernels
+// wait on (r104, ncu of gemm_int4 at M = 1: 421 instructions a warp and 128-k tile, 150 of them
+// LOP3 and 52 SHF, at half rate); one LOP3 fewer a pair took it from 27.2 to 23.0 µs (r106).
 __device__ __forceinline__ void int4x8_bf16(uint32_t q, uint32_t zw, uint32_t (&o)[4]) {
   __nv_bfloat162 z;
   __builtin_memcpy(&z, &zw, 4);
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const uint32_t t = ((q >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+    const uint32_t t = select_bits<0x000F000Fu>(q >> (4 * s), zw);
     __nv_bfloat162 p;
     __builtin_memcpy(&p, &t, 4);
     p = __hsub2(p, z);
