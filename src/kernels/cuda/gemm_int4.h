@@ -48,7 +48,9 @@ inline constexpr int kGemmInt4MaxM = 128;
 // M = 1, 27.4 against 30.4 at 4 (r85, H200, the 8B); in the decode step (r89–r90, A/B in one
 // machine start): batch 1 2.287 ms against 2.414, batch 8 2.714 against 2.857, batch 4 2.444
 // against 2.454, batch 16 3.69 against 3.65 — there the GEMV stays, though gemm_int4 alone is
-// faster (33.5 against 40.8 µs; not explained, bench/lowprec_notes.md).
+// faster (33.5 against 40.8 µs; not explained, bench/lowprec_notes.md). Re-measured after the
+// one-LOP3 dequantization (r110–r111): alone 30.9 against 40.2 µs, in the step 3.559 / 3.560 ms
+// against 3.539 / 3.499 — the same miss.
 inline constexpr int kGemmInt4SiluMaxM = 8;
 
 // Why `w` cannot run gemm_int4 at (N, K), or "": int4 weights, K a multiple of 128, the group
