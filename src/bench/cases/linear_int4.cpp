@@ -22,13 +22,15 @@ using WFmt = cuda::GemvWeightFormat;
 
 // Warp instructions gemm_int4 issues per 32 × 32 warp tile and 128-wide k tile, its 64 HMMA
 // included: r80's ncu of n128m32k1s4 at M = 64, N = 28672, K = 4096 (28.5 M instructions over
-// 57,344 warp k tiles, prologue and epilogue spread over them). The PTX of the other
-// configurations' loops is within 15 % of it (511–591 against n128m32k1s4's 519).
-constexpr double kGemmInt4IssuePerWarpTile = 497;
-// A warp of 8 tokens (kJ = 1, the decode tiles): 417 (r84's ncu of n128m8k2s4 at M = 1, N = 28672,
-// K = 4096: 11.97 M instructions over 28,672 warp k tiles). 16 tokens (kJ = 2): interpolated
-// linearly between the two measurements, not measured.
-constexpr double kGemmInt4IssuePerWarpTile8 = 417;
+// 57,344 warp k tiles, prologue and epilogue spread over them; the PTX of the other
+// configurations' loops within 15 % of it), 497, less the 64 LOP3 a tile that the one-LOP3 int4
+// dequantization removed (r104 → r109 at 8 tokens; the dequantization does not depend on the
+// token tile): 433, not re-measured.
+constexpr double kGemmInt4IssuePerWarpTile = 433;
+// A warp of 8 tokens (kJ = 1, the decode tiles): 357 (r109's ncu of n128m8k2s4 at M = 1,
+// N = 28672, K = 4096: 10.23 M instructions over 28,672 warp k tiles; r84, before the one-LOP3
+// dequantization: 417). 16 tokens (kJ = 2): interpolated linearly, not measured.
+constexpr double kGemmInt4IssuePerWarpTile8 = 357;
 double gemm_int4_issue_per_warp_tile(int kJ) {
   return kGemmInt4IssuePerWarpTile8 +
          (kGemmInt4IssuePerWarpTile - kGemmInt4IssuePerWarpTile8) * (kJ - 1) / 3.0;

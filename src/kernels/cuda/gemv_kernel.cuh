@@ -156,9 +156,9 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
       }
     }
   };
-  // The sum of weight row n (fp8: its scale, with the 2^120 dequant8 leaves out).
+  // The sum of weight row n (fp8: times its scale).
   const auto row_sum = [&](float v, int n) {
-    if constexpr (kW == GemvWeightFormat::kFP8) return v * 0x1p120f * wq.row_scale[n];
+    if constexpr (kW == GemvWeightFormat::kFP8) return v * wq.row_scale[n];
     return v;
   };
 

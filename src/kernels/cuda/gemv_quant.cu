@@ -177,7 +177,7 @@ __global__ void dequantize_kernel(GemvWeights w, int N, int K, bf16* __restrict_
       float f[8];
       detail::dequant8<kW>(raw, j, zw, f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = kW == W::kFP8 ? f[e] * 0x1p120f * scale : f[e] * scale;
+      for (int e = 0; e < 8; ++e) f[e] *= scale;
       detail::store8(out + n * K + c * kElems + j * 8, detail::from_float8(f));
     }
   }

@@ -60,15 +60,16 @@ __device__ __forceinline__ uint32_t int4_zero_word(uint32_t g) {
   return 0x43004300u | ((g & 0xFFu) * 0x00010001u);
 }
 
-// Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as e4m3 · 2^-120 (the
-// row scale restores it); int4 as q − zero (zw: int4_zero_word), unscaled.
+// Piece j (8 consecutive k) of one 16-byte load as fp32: bf16 as is; fp8 as the e4m3 values,
+// exactly (fp8x4_f32; the row scale is applied by the caller); int4 as q − zero (zw:
+// int4_zero_word), unscaled.
 template <GemvWeightFormat kW>
 __device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, float (&f)[8]) {
   if constexpr (kW == GemvWeightFormat::kBF16) {
     to_float8(as_bf16x8(raw), f);
   } else if constexpr (kW == GemvWeightFormat::kFP8) {
-    fp8x4_scaled(word(raw, 2 * j), f);
-    fp8x4_scaled(word(raw, 2 * j + 1), f + 4);
+    fp8x4_f32(word(raw, 2 * j), f);
+    fp8x4_f32(word(raw, 2 * j + 1), f + 4);
   } else {
     uint32_t d[4];
     int4x8_bf16(word(raw, j), zw, d);
