@@ -122,13 +122,16 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
     return c.threads == t && c.rows == r && c.unroll == u && c.warp_tiles == wt;
   };
   if (c.rows >= 16 && !mma_ok(w)) return false;
-  constexpr bool kTwoTiles = kIn == GemvInput::kPlain;  // (the dispatch's int4 M 9..16 kernels)
+  // Two warp tiles for the plain input only (kInt4TwoTilesMinN); kWt keeps the RMS-norm input's
+  // two-tile kernels from being instantiated where the runtime test already rejects them.
+  constexpr bool kTwoTiles = kIn == GemvInput::kPlain;
+  constexpr int kWt = kTwoTiles ? 2 : 1;
   if (is(256, 16, 1))
     *err = launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   else if (kTwoTiles && is(256, 32, 1, 2))
-    *err = launch_mma < kIn, kW, 8, kTwoTiles ? 2 : 1 > (f, x, w, bias, out, M, N, K, s);
+    *err = launch_mma<kIn, kW, 8, kWt>(f, x, w, bias, out, M, N, K, s);
   else if (kTwoTiles && is(128, 32, 1, 2))
-    *err = launch_mma < kIn, kW, 4, kTwoTiles ? 2 : 1 > (f, x, w, bias, out, M, N, K, s);
+    *err = launch_mma<kIn, kW, 4, kWt>(f, x, w, bias, out, M, N, K, s);
   else if (M != 1)
     return false;
   else if (is(128, 2, 2))
