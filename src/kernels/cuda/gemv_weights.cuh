@@ -82,9 +82,9 @@ __device__ __forceinline__ void dequant8(const uint4& raw, int j, uint32_t zw, f
 }
 
 // Piece v (8 consecutive k) of one 16-byte load as 4 bf16 pairs (k 2i, 2i + 1 in word i), an mma
-// operand: bf16 as is; fp8 as e4m3 · 2^-8 (exact: the e4m3 · 2^-120 of fp8x4_scaled's bit move
-// times 2^112, every E4M3 value a normal bf16 then; the row scale restores 2^8); int4 as q − zero
-// (exact small integers), unscaled.
+// operand: bf16 as is; fp8 as e4m3 · 2^-8 (fp8x8_bf16_2m8, exact: the e4m3 · 2^-120 of
+// fp8x4_bf16's bit move times 2^112, every E4M3 value a normal bf16 then; the row scale restores
+// 2^8); int4 as q − zero (exact small integers), unscaled.
 template <GemvWeightFormat kW>
 __device__ __forceinline__ uint4 dequant_bf16(const uint4& raw, int v, uint32_t zw) {
   if constexpr (kW == GemvWeightFormat::kBF16) {
