@@ -61,6 +61,12 @@ TEST(GpuGemvQuant, MatchesDequantizedReference) {
     expect_case_passes(
         *bench::make_gemv_quant_case(fmt, G, In::kPlain, true, false, 16, 4096, 14336), s);
   }
+  // fp8 with the norm input in one-warp eight-row CTAs (N / 8 ≥ 2048, gemv_quant.cu), N off the
+  // eight rows, plain and SiLU pairs.
+  expect_case_passes(
+      *bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, false, 1, 16391, 4096), s);
+  expect_case_passes(
+      *bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, true, 1, 2 * 8197, 4096), s);
 }
 
 // RoPE + KV write epilogue with quantized QKV weights; padding rows (slot -1) stay unwritten.

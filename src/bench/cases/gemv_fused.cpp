@@ -504,12 +504,14 @@ void register_gemv_fused_cases(CaseList& out) {
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I));
     }
   // The quantized M = 1 kernel's configurations side by side (dispatched, gemv_quant.cu: fp8
-  // t64r4u2 with the RMS-norm input and t64r2u2 without; int4 t64r4u2 with it and the tensor-core
-  // kernel t256r16u1 without).
+  // t32r8u1 / t64r8u1 with the RMS-norm input and t64r2u2 without; int4 t64r4u2 with it and the
+  // tensor-core kernel t256r16u1 without).
   for (WFmt fmt : {WFmt::kFP8, WFmt::kInt4})
     for (const cuda::GemvConfig& c :
          {cuda::GemvConfig{128, 2, 2}, cuda::GemvConfig{64, 4, 1}, cuda::GemvConfig{64, 4, 2},
-          cuda::GemvConfig{64, 2, 2}, cuda::GemvConfig{256, 16, 1}}) {
+          cuda::GemvConfig{64, 2, 2}, cuda::GemvConfig{256, 16, 1}, cuda::GemvConfig{64, 8, 1},
+          cuda::GemvConfig{32, 8, 1}}) {
+      if (fmt == WFmt::kInt4 && c.rows == 8) continue;  // fp8 only (gemv_quant.cu)
       const Model m{4096, 32, 8, 128, 14336};
       const int G = fmt == WFmt::kInt4 ? 128 : 0;
       out.push_back(make_gemv_quant_rope_case(fmt, G, 1, m.H, m.Hq, m.Hkv, m.D, c));

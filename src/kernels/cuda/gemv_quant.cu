@@ -73,6 +73,19 @@ bool mma_ok(const GemvWeights& w) {
 // tiles (same run): one tile.
 constexpr int kInt4TwoTilesMinN = 4096;
 
+// fp8 with the RMS-norm input at M = 1: eight rows a CTA. Every CTA of the norm-input kernel
+// reads all of x and γ (2 × 8 KB at K = 4096) and normalizes it, so with four rows a CTA the 8B's
+// gate/up read as many bytes of x and γ from L2 (7168 CTAs × 16 KB) as of weights from DRAM, and
+// the x work took a large share of an issue-bound kernel (r112). Eight rows halve both. H200
+// r118 (2026-11-29r118_h200_kernels_fp8rows.json), µs at M = 1, t64r4u2 → t64r8u1 / t32r8u1:
+// QKV + RoPE 10.87 → 8.33 / 12.86, gate/up + SiLU 33.63 → 34.12 / 31.66. One-warp CTAs win
+// where they are many (gate/up: 3584 of them), two-warp CTAs where one warp a CTA would leave the
+// SMs few warps (QKV: 768 CTAs): one-warp CTAs from kFp8OneWarpCtasMin of them (~16 an SM of
+// a 132-SM GPU; the 1B's gate/up, N = 16384, falls on that side, not measured). fp8 with 8 rows
+// takes 116 (t32) / 149 (t64) registers, no spill; int4's kernel (≤ 128 registers) spills with 8
+// rows and keeps 4.
+constexpr int kFp8OneWarpCtasMin = 2048;
+
 // M = 1: the register kernel in 64-thread CTAs: a 16-byte load holds 2× (fp8) or 4× (int4) the
 // weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each CTA one or
 // two loads per thread and row (bench r41: int4 at 29–56 % of read bandwidth with it). The
@@ -91,9 +104,13 @@ constexpr int kInt4TwoTilesMinN = 4096;
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
-  // M = 1: the norm input t64r4u2 for both formats; the plain input int4 the tensor-core kernel
-  // (t64r4u1 for groups under 128), fp8 t64r2u2.
+  // M = 1: the norm input int4 t64r4u2, fp8 eight rows a CTA (kFp8OneWarpCtasMin); the plain
+  // input int4 the tensor-core kernel (t64r4u1 for groups under 128), fp8 t64r2u2.
   if (M == 1) {
+    if constexpr (kIn == GemvInput::kRmsNorm && kW == W::kFP8)
+      return N / 8 >= kFp8OneWarpCtasMin
+                 ? launch<1, 8, 1, 32, kIn, kW>(f, x, w, bias, out, M, N, K, s)
+                 : launch<1, 8, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     if constexpr (kIn == GemvInput::kRmsNorm)
       return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     if constexpr (kW == W::kInt4)
@@ -126,6 +143,10 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
   // two-tile kernels from being instantiated where the runtime test already rejects them.
   constexpr bool kTwoTiles = kIn == GemvInput::kPlain;
   constexpr int kWt = kTwoTiles ? 2 : 1;
+  // Eight rows a CTA at M = 1: fp8 only (int4's kernel is bounded to 128 registers and spills
+  // with them); kR keeps int4's from being instantiated.
+  constexpr bool kEightRows = kW == W::kFP8;
+  constexpr int kR = kEightRows ? 8 : 4;
   if (is(256, 16, 1))
     *err = launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s);
   else if (kTwoTiles && is(256, 32, 1, 2))
@@ -142,6 +163,10 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
     *err = launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else if (is(64, 2, 2))
     *err = launch<1, 2, 2, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (kEightRows && is(64, 8, 1))
+    *err = launch<1, kR, 1, 64, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
+  else if (kEightRows && is(32, 8, 1))
+    *err = launch<1, kR, 1, 32, kIn, kW>(f, x, w, bias, out, 1, N, K, s);
   else
     return false;
   return true;
