@@ -61,12 +61,13 @@ TEST(GpuGemvQuant, MatchesDequantizedReference) {
     expect_case_passes(
         *bench::make_gemv_quant_case(fmt, G, In::kPlain, true, false, 16, 4096, 14336), s);
   }
-  // fp8 with the norm input in one-warp eight-row CTAs (N / 8 ≥ 2048, gemv_quant.cu), N off the
-  // eight rows, plain and SiLU pairs.
-  expect_case_passes(
-      *bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, false, 1, 16391, 4096), s);
-  expect_case_passes(
-      *bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, true, 1, 2 * 8197, 4096), s);
+  // fp8 with the norm input in eight-row CTAs (gemv_quant.cu: N / 8 ≥ 2048 one warp a CTA, ≥ 768
+  // two), N off the eight rows, plain and SiLU pairs.
+  for (int N : {6151, 16391})
+    for (bool pairs : {false, true})
+      expect_case_passes(*bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, pairs, 1,
+                                                      pairs ? N + 1 : N, 4096),
+                         s);
 }
 
 // RoPE + KV write epilogue with quantized QKV weights; padding rows (slot -1) stay unwritten.

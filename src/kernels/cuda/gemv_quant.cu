@@ -81,10 +81,11 @@ constexpr int kInt4TwoTilesMinN = 4096;
 // QKV + RoPE 10.87 → 8.33 / 12.86, gate/up + SiLU 33.63 → 34.12 / 31.66. One-warp CTAs win
 // where they are many (gate/up: 3584 of them), two-warp CTAs where one warp a CTA would leave the
 // SMs few warps (QKV: 768 CTAs): one-warp CTAs from kFp8OneWarpCtasMin of them (~16 an SM of
-// a 132-SM GPU; the 1B's gate/up, N = 16384, falls on that side, not measured). fp8 with 8 rows
-// takes 116 (t32) / 149 (t64) registers, no spill; int4's kernel (≤ 128 registers) spills with 8
-// rows and keeps 4.
-constexpr int kFp8OneWarpCtasMin = 2048;
+// a 132-SM GPU; the 1B's gate/up, N = 16384, falls on that side, not measured), two-warp ones
+// down to the 8B's QKV (kFp8EightRowsCtasMin); fewer rows than that (the 1B's QKV, 3072) keep
+// t64r4u2, as eight-row CTAs there were not measured. fp8 with 8 rows takes 116 (t32) / 149
+// (t64) registers, no spill; int4's kernel (≤ 128 registers) spills with 8 rows and keeps 4.
+constexpr int kFp8OneWarpCtasMin = 2048, kFp8EightRowsCtasMin = 768;
 
 // M = 1: the register kernel in 64-thread CTAs: a 16-byte load holds 2× (fp8) or 4× (int4) the
 // weights of a bf16 one, so the bf16 kernel's 128 threads × 2 rows would leave each CTA one or
@@ -104,13 +105,15 @@ constexpr int kFp8OneWarpCtasMin = 2048;
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
-  // M = 1: the norm input int4 t64r4u2, fp8 eight rows a CTA (kFp8OneWarpCtasMin); the plain
-  // input int4 the tensor-core kernel (t64r4u1 for groups under 128), fp8 t64r2u2.
+  // M = 1: the norm input t64r4u2, fp8 from 6144 rows eight rows a CTA (kFp8OneWarpCtasMin);
+  // the plain input int4 the tensor-core kernel (t64r4u1 for groups under 128), fp8 t64r2u2.
   if (M == 1) {
-    if constexpr (kIn == GemvInput::kRmsNorm && kW == W::kFP8)
-      return N / 8 >= kFp8OneWarpCtasMin
-                 ? launch<1, 8, 1, 32, kIn, kW>(f, x, w, bias, out, M, N, K, s)
-                 : launch<1, 8, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    if constexpr (kIn == GemvInput::kRmsNorm && kW == W::kFP8) {
+      if (N / 8 >= kFp8OneWarpCtasMin)
+        return launch<1, 8, 1, 32, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+      if (N / 8 >= kFp8EightRowsCtasMin)
+        return launch<1, 8, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    }
     if constexpr (kIn == GemvInput::kRmsNorm)
       return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     if constexpr (kW == W::kInt4)

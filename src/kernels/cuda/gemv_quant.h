@@ -53,10 +53,10 @@ Status gemv_fused_quant(const GemvFusion& f, const __nv_bfloat16* x, const GemvW
                         cudaStream_t stream);
 
 // Benchmark only: an explicit configuration (GemvConfig). The register kernel at M = 1 (threads,
-// rows per CTA, loads in flight per row): t128r2u2, t64r4u2, t64r4u1, t64r2u2, and for fp8 t64r8u1,
-// t32r8u1. The tensor-core
-// kernel at any M (fp8, and int4 with G ≥ 128; threads = 32 · k slices, rows = 16 · tiles a warp):
-// t256r16u1, t256r32u1w2, t128r32u1w2 (4 tiles a warp spill).
+// rows per CTA, loads in flight per row): t128r2u2, t64r4u2, t64r4u1, t64r2u2, and for fp8
+// t64r8u1 and t32r8u1. The tensor-core kernel at any M (fp8, and int4 with G ≥ 128; threads =
+// 32 · k slices, rows = 16 · tiles a warp): t256r16u1, t256r32u1w2, t128r32u1w2 (4 tiles a warp
+// spill).
 Status gemv_fused_quant_with_config(const GemvConfig& cfg, const GemvFusion& f,
                                     const __nv_bfloat16* x, const GemvWeights& w,
                                     const __nv_bfloat16* bias, __nv_bfloat16* out, int M, int N,
