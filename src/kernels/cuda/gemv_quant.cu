@@ -95,7 +95,7 @@ constexpr int kFp8OneWarpCtasMin = 2048, kFp8EightRowsCtasMin = 768;
 // t64r4u1, 10.8 / 40.1 µs against t64r4u2's 12.3 / 44.2; int4 with a plain input (o, down) the
 // tensor-core kernel, 6.2 / 14.8 µs against 6.4 / 16.7 (its per-piece x·γ split is what makes it
 // lose with the norm input); fp8 plain t64r2u2, 7.3 / 21.0 µs against 7.6 / 22.6; fp8 with the
-// norm input t64r4u2 (since r119 eight rows from N = 6144: kFp8OneWarpCtasMin). Neither fewer
+// norm input t64r4u2 (since r119 eight rows from N = 6144: kFp8EightRowsCtasMin). Neither fewer
 // integer ops in the int4 dequantization nor a software-pipelined main loop moved the int4 kernels
 // (r54, bench/lowprec_notes.md), nor did asking L2 for the loads ahead (r71). Since r56 bounded the
 // int4 register kernel to 16 warps an SM, two loads in flight per row beat one with the norm input
@@ -106,8 +106,9 @@ constexpr int kFp8OneWarpCtasMin = 2048, kFp8EightRowsCtasMin = 768;
 template <GemvInput kIn, W kW>
 cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                      bf16* out, int M, int N, int K, cudaStream_t s) {
-  // M = 1: the norm input t64r4u2, fp8 eight rows a CTA from N = 6144 (kFp8OneWarpCtasMin); the
-  // plain input int4 the tensor-core kernel (t64r4u1 for groups under 128), fp8 t64r2u2.
+  // M = 1: the norm input t64r4u2, fp8 eight rows a CTA from N = 6144 (kFp8EightRowsCtasMin,
+  // kFp8OneWarpCtasMin); the plain input int4 the tensor-core kernel (t64r4u1 for groups under
+  // 128), fp8 t64r2u2.
   if (M == 1) {
     if constexpr (kIn == GemvInput::kRmsNorm && kW == W::kFP8) {
       if (N / 8 >= kFp8OneWarpCtasMin)
