@@ -7,6 +7,7 @@ pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels
 files are the graphs-off comparison). The `kv` tag (`latency-<gpu>-<date>r<N>kv-...`) is the KV-cache
 A/B of `bench/run_kvfp8_on_gpu.sh` (bf16 against fp8 at the same batch and input): its own table.
 The `ttft` tag is the time to first token of a long prompt, bf16 against fp8 / int4: its own table.
+Plain runs with a `kernel_trace` (`bench latency --kernel-trace`) give the step's kernel table.
 """
 import os
 import re
@@ -322,13 +323,62 @@ def lowprec_table(rows):
     return out + [""]
 
 
+def latest_traces(latency):
+    """{gpu: [(name, run)]}: per (model, weights, batch) the newest plain run with a kernel trace."""
+    best = {}
+    for name, run in latency:
+        m = LATENCY.match(name)
+        if not m or m["x"] or not isinstance(run.get("kernel_trace"), dict):
+            continue
+        key = (run.get("model", m["model"]), WEIGHTS_RANK.get(run.get("weights", "bf16"), 9),
+               int(run.get("batch", 1)))
+        g = best.setdefault(m["gpu"], {})
+        if key not in g or run_order(m) >= run_order(LATENCY.match(g[key][0])):
+            g[key] = (name, run)
+    return {gpu: [g[k] for k in sorted(g)] for gpu, g in best.items()}
+
+
+def short_kernel(name):
+    """The kernel's name without template arguments (cuBLASLt's names as they are)."""
+    return name.split("<")[0]
+
+
+def trace_table(rows):
+    out = ["**Where a decode step's time goes** (`bench latency --kernel-trace`: CUPTI's kernel records of "
+           "20 back-to-back replays of the timed pass's middle step; per slot of the layer pattern, means over "
+           "layers and replays in µs: *exposed* is how far the kernel pushes the step's end past its "
+           "predecessors', *duration* runs from its launch, which under PDL starts early and waits; the "
+           "layers' exposed times plus what runs outside them add up to the traced step)", "",
+           "| model | weights | batch | step µs | per layer µs | outside layers µs | slot | kernel | grid × block "
+           "| exposed µs | duration µs | run |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        t = r["kernel_trace"]
+        lay = t.get("layers", {})
+        slots = lay.get("slots", [])
+        inside = lay.get("per_layer_us", 0) * lay.get("count", 0)
+        head = (f"| {r.get('model', '')} | {r.get('weights', 'bf16')} | {r.get('batch', '')} "
+                f"| {fmt(t.get('step_us'), '.1f')} | {fmt(lay.get('per_layer_us'), '.2f')} "
+                f"| {fmt(t.get('step_us', 0) - inside, '.1f')} ")
+        blank = "| | | | | | "
+        for i, sl in enumerate(slots):
+            grid = "×".join(str(v) for v in sl["grid"] if v != 1) or "1"
+            out.append((head if i == 0 else blank) +
+                       f"| {i} | `{short_kernel(sl['kernel'])}` | {grid} × {sl['block'][0]} "
+                       f"| {fmt(sl.get('exposed_us'), '.2f')} | {fmt(sl.get('duration_us'), '.1f')} "
+                       f"| {link(name) if i == 0 else ''} |")
+        if not slots:
+            out.append(head + f"| | (no layer pattern) | | {fmt(t.get('exposed_us'), '.1f')} | | {link(name)} |")
+    return out + [""]
+
+
 def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
     """The first page's lines. kernel_images(name, run) -> (roofline png, pred-vs-measured png)."""
     lat, ker, thr = latest_latency(latency), latest_kernels(kernels), latest_throughput(throughput)
     tp, low, kv = latest_tp(latency), latest_lowprec(latency), latest_kv(latency)
-    ttft = latest_ttft(latency)
+    ttft, traces = latest_ttft(latency), latest_traces(latency)
     out = []
-    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low) | set(kv) | set(ttft)):
+    for gpu in sorted(set(lat) | set(ker) | set(thr) | set(tp) | set(low) | set(kv) | set(ttft) | set(traces)):
         out += [f"## {gpu.upper()} — latest", ""]
         if gpu in thr:
             out += throughput_table(thr[gpu])
@@ -345,6 +395,8 @@ def headline(latency, kernels, img_dir, md_dir, kernel_images, throughput=()):
             out += kv_table(kv[gpu])
         if gpu in ttft:
             out += ttft_table(ttft[gpu])
+        if gpu in traces:
+            out += trace_table(traces[gpu])
         if gpu in ker:
             name, run = ker[gpu]
             out += kernel_table(name, run)

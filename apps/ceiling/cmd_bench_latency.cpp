@@ -52,6 +52,9 @@ int run_latency_bench(LatencyArgs a) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
     };
   check_no_process_group(a.tp);
+  CEILING_ENSURE(a.lat.kernel_trace_replays == 0 || (a.tp == 1 && !a.no_graphs),
+                 "bench latency: --kernel-trace needs one GPU (--tensor-parallel-size 1) and CUDA "
+                 "graphs (not --no-graphs)");
   LoadOptions lo;
   lo.quantization = a.quantization;
   Model model = load_model(a.model, {}, lo);
@@ -197,6 +200,8 @@ int run_latency_bench(LatencyArgs a) {
       {"git_sha", bench::git_sha()},
       {"timestamp", utc_now()},
       {"seed", a.lat.seed},
+      // --kernel-trace: where the replayed step's time goes, kernel by kernel (hw/kernel_trace.h).
+      {"kernel_trace", r.kernel_trace ? r.kernel_trace->to_json() : nlohmann::json(nullptr)},
   };
   fmt::print("{} on {}: {} weights, {} KV cache, batch {}, input {}, output {}, graphs {}\n",
              model.config.name, j["gpu"].get<std::string>(), j["weights"].get<std::string>(),
@@ -220,6 +225,7 @@ int run_latency_bench(LatencyArgs a) {
   if (r.graph_replay_ms > 0)
     fmt::print("  last step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
                r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
+  if (r.kernel_trace) fmt::print("{}", hw::trace_table(*r.kernel_trace));
   if (!a.out.empty()) {
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "bench latency: cannot write '{}'", a.out);
@@ -263,6 +269,11 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--profile-step", a->lat.profile_step,
                  "bracket this timed decode step with cudaProfilerStart/Stop (for ncu "
                  "--profile-from-start off)");
+  sub.add_option("--kernel-trace", a->lat.kernel_trace_replays,
+                 "trace the run with CUPTI and break this many back-to-back replays of the "
+                 "decode graph down by kernel: time each kernel adds to the step, per layer slot "
+                 "(JSON field kernel_trace; one GPU)")
+      ->check(CLI::Range(1, 1000));
   return [a] { return run_latency_bench(*a); };
 }
 #else

@@ -44,6 +44,26 @@ double graph_replay_ms(Ops& ops) {
   return 0;
 }
 
+// The last decode graph replayed `replays` times under the tracer, summarized.
+hw::TraceSummary trace_graph_replays(Ops& ops, hw::KernelTracer& tracer, int replays) {
+#ifdef HAVE_CEILING_ENGINE_CUDA
+  auto* cuda = dynamic_cast<CudaOps*>(&ops);
+  CEILING_ENSURE(cuda && cuda->cuda_graphs(),
+                 "bench latency --kernel-trace: needs the CUDA backend with graphs on");
+  tracer.resume();
+  tracer.clear();
+  cuda->time_graph_replays(replays);
+  std::vector<hw::KernelRecord> records = tracer.collect();
+  tracer.pause();
+  return hw::summarize_replays(std::move(records), replays, ops.config().num_layers);
+#else
+  (void)ops;
+  (void)tracer;
+  (void)replays;
+  fail("bench latency --kernel-trace: this build has no CUDA backend");
+#endif
+}
+
 using Clock = std::chrono::steady_clock;
 double ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -51,7 +71,7 @@ double ms(Clock::duration d) {
 
 // One pass over the workload; fills `r` when `timed`.
 void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-              const LatencyOptions& o, bool timed, LatencyResult& r) {
+              const LatencyOptions& o, bool timed, hw::KernelTracer* tracer, LatencyResult& r) {
   const int B = o.batch;
   serve::RequestParams p;
   p.sampling.temperature = 0;
@@ -88,6 +108,14 @@ void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int
       continue;
     }
     pure_ms += step_ms;
+    // Halfway through, after this step (timed above): its graph — all B sequences, the mean
+    // context — replayed back to back, and traced. Its last steps can be smaller batches (the
+    // prompts' prefill spans steps), so this is not done after the loop. A replay recomputes
+    // the same step (same KV slots, values and logits): the run's state is unchanged.
+    if (timed && ops && pure == std::max(2, o.output_len / 2)) {
+      r.graph_replay_ms = graph_replay_ms(*ops);
+      if (tracer) r.kernel_trace = trace_graph_replays(*ops, *tracer, o.kernel_trace_replays);
+    }
     const serve::EngineStats& after = engine.stats();
     phase[0] += after.schedule_s - before.schedule_s;
     phase[1] += after.build_s - before.build_s;
@@ -110,7 +138,6 @@ void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int
     r.output_ms = phase[4] * k;
     r.host_ms = r.schedule_ms + r.build_ms + r.forward_call_ms + r.output_ms;
   }
-  r.graph_replay_ms = ops ? graph_replay_ms(*ops) : 0;
 }
 
 }  // namespace
@@ -163,6 +190,11 @@ LatencyResult run_latency(
                  "bench latency: need batch >= 1, input_len >= 1, output_len >= 3, block_size >= "
                  "1 (got {}, {}, {}, {})",
                  o.batch, o.input_len, o.output_len, o.block_size);
+  CEILING_ENSURE(o.kernel_trace_replays == 0 || ops != nullptr,
+                 "bench latency --kernel-trace: one GPU only (no tensor parallelism)");
+  // Before the engine: graphs are captured under the tracer (hw/kernel_trace.h).
+  std::unique_ptr<hw::KernelTracer> tracer;
+  if (o.kernel_trace_replays > 0) tracer = hw::KernelTracer::start();
   const int B = o.batch, N = o.input_len;
   serve::EngineConfig ec;
   ec.max_model_len = N + o.output_len;
@@ -183,8 +215,13 @@ LatencyResult run_latency(
     for (auto& t : p) t = tok(rng);
 
   LatencyResult r;
-  run_pass(ops, engine, prompts, o, /*timed=*/false, r);
-  run_pass(ops, engine, prompts, o, /*timed=*/true, r);
+  run_pass(ops, engine, prompts, o, /*timed=*/false, nullptr, r);
+  if (tracer) tracer->pause();  // the warm-up loaded every kernel under it (names), not timed
+  run_pass(ops, engine, prompts, o, /*timed=*/true, tracer.get(), r);
+  CEILING_ENSURE(!tracer || r.kernel_trace,
+                 "bench latency --kernel-trace: no decode step of all {} sequences to trace "
+                 "(graphs on? --output-len >= 3?)",
+                 B);
   CEILING_ENSURE(r.timed_steps > 0, "bench latency: no decode step of all {} sequences ran", B);
   r.ms_per_token = r.decode_ms / r.timed_steps;
   r.tokens_per_s = B * 1000.0 / r.ms_per_token;

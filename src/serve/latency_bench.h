@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/ops.h"
+#include "hw/kernel_trace.h"
 
 namespace ceiling::dist {
 class TpGroup;
@@ -39,6 +41,10 @@ struct LatencyOptions {
   // The KV cache's element type as the GPU stores it (kBF16, or kF8E4M3 for --kv-cache-dtype fp8):
   // the bytes of the attention's reads and the new tokens' writes.
   DType kv_dtype = DType::kBF16;
+  // > 0: CUPTI is attached before the engine (so it sees every kernel load: names), traces the
+  // warm-up pass, is paused through the timed pass, and traces this many back-to-back replays of
+  // the timed pass's middle decode step (hw/kernel_trace.h). One GPU (CudaOps, graphs) only.
+  int kernel_trace_replays = 0;
 };
 
 struct LatencyResult {
@@ -50,12 +56,14 @@ struct LatencyResult {
   double weight_bytes_per_step = 0, kv_bytes_per_step = 0, bytes_per_step = 0;
   double mean_context = 0;     // cached tokens per sequence in the timed steps, mean
   double graph_replay_ms = 0;  // GPU time of one decode step's graph replayed back to back (0:
-                               // graphs off or not CUDA): ms_per_token minus this is the host's
+                               // graphs off or not CUDA): ms_per_token minus this is the host's.
+                               // The timed pass's middle pure step (all B sequences).
   // Per timed step, host clock (Engine's phases): scheduling, building the StepBatch, the forward
   // call (a graph replay's launch), sampling (waits for the GPU), outputs. host_ms = all but
   // sample.
   double schedule_ms = 0, build_ms = 0, forward_call_ms = 0, sample_wait_ms = 0, output_ms = 0;
   double host_ms = 0;
+  std::optional<hw::TraceSummary> kernel_trace;  // options.kernel_trace_replays > 0
   std::string logits_hash;      // FNV-1a 64 of the first pure decode step's logits (f32 bytes)
   std::vector<int32_t> tokens;  // sequence 0's generated ids
 };

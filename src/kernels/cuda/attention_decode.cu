@@ -24,8 +24,11 @@
 // f16 operands (q converted once, P packed as f16: attention_common.cuh). The scales are folded
 // into the softmax scale (k) and the final normalization (v).
 //
-// Launched with PDL (pdl.cuh): every thread waits on the previous kernel (which wrote q and the
-// new K/V) before its first read; the next kernel may launch once every CTA has started.
+// Launched with PDL (pdl.cuh); the next kernel may launch once every CTA has started. In the
+// 4-stage kernels a warp issues its first 3 tiles' copies before waiting on the previous kernel
+// (which wrote q and the new token's K/V) when those tiles hold only tokens cached by earlier
+// steps, so at small batches the K/V stream starts under the previous kernel's tail; everything
+// else waits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -110,15 +113,18 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   extern __shared__ __align__(128) uint8_t smem[];
 
   detail::pdl_launch_dependents();
-  detail::pdl_wait();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = blockIdx.x, s = blockIdx.z;
   const int kvh = blockIdx.y / p.q_chunks, qc = blockIdx.y % p.q_chunks;
   const int head0 = kvh * p.group + qc * 16;
   const int rows = min(16, p.group - qc * 16);  // real query rows of the 16
+  // Read before the PDL wait (the launcher's contract): the step's metadata (lengths, block
+  // tables), copied before the step's first kernel, and cached tokens [0, len − 1), written by
+  // earlier steps. q, the newest token's K/V, the output and the workspace only after it.
   const int len = p.seq_lens[s];
 
   if (len <= 0) {  // empty context: defined output (zeros)
+    detail::pdl_wait();
     if (split == 0)
       for (int i = threadIdx.x; i < rows * D; i += blockDim.x)
         p.out[(static_cast<int64_t>(s) * p.hq + head0) * D + i] = __float2bfloat16(0.0f);
@@ -126,32 +132,15 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   }
   const Split sp = split_for(len, p.min_split, p.max_splits);
   const int n_splits = sp.count;
-  if (split >= n_splits) return;
+  if (split >= n_splits) {
+    detail::pdl_wait();
+    return;
+  }
   const int t0 = split * sp.partition;
   const int t1 = min(len, t0 + sp.partition);
   const int n_tiles = ceil_div(t1 - t0, kTile);
   const int my_tiles = warp < n_tiles ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
-
-  // Q rows as A fragments (rows ≥ `rows` are zero).
   const int g = lane / 4, t = lane % 4;
-  uint32_t qf[D / 16][4];
-  {
-    const __nv_bfloat16* qb = p.q + s * p.q_stride + head0 * D;
-    const bool r0 = g < rows, r1 = g + 8 < rows;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int c = kk * 16 + 2 * t;
-      auto ld = [&](bool ok, int row, int col) -> uint32_t {
-        return ok ? *reinterpret_cast<const uint32_t*>(qb + row * D + col) : 0u;
-      };
-      qf[kk][0] = ld(r0, g, c);
-      qf[kk][1] = ld(r1, g + 8, c);
-      qf[kk][2] = ld(r0, g, c + 8);
-      qf[kk][3] = ld(r1, g + 8, c + 8);
-      if constexpr (kFp8)
-        for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
-    }
-  }
 
   // This warp's K/V stages, then (fp8) its converted f16 K and V tiles.
   uint8_t* wsm = smem + warp * (kStages * 2 * kStageTile + (kFp8 ? 2 * kTileBytes : 0));
@@ -211,11 +200,46 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
+  // The prologue's copies: before the PDL wait when the warp's first kStages − 1 tiles hold only
+  // tokens before len − 1 (then they overlap the previous kernel's tail), else after it. Only in
+  // the 4-stage kernels: with a bf16 cache those are the grids of at most one CTA an SM, where
+  // every CTA is resident early (H200 r122, batch 1 / 16: the attention's share of a step −0.8 to
+  // −1.4 µs a layer); past one wave only the first wave could issue early, and batch 64 (3 stages,
+  // 512 CTAs) measured no gain. An fp8 cache always runs 4 stages (2 CTAs an SM): early too.
+  const auto prologue = [&] {
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < my_tiles) load_tile(st, st);
-    cp_async_commit();
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < my_tiles) load_tile(st, st);
+      cp_async_commit();
+    }
+  };
+  const int pre = min(kStages - 1, my_tiles);
+  const bool early = kStages == 4 &&
+                     (pre == 0 || min(t0 + (warp + (pre - 1) * kWarps + 1) * kTile, t1) <= len - 1);
+  if (early) prologue();
+  detail::pdl_wait();
+  if (!early) prologue();
+
+  // Q rows as A fragments (rows ≥ `rows` are zero).
+  uint32_t qf[D / 16][4];
+  {
+    const __nv_bfloat16* qb = p.q + s * p.q_stride + head0 * D;
+    const bool r0 = g < rows, r1 = g + 8 < rows;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int c = kk * 16 + 2 * t;
+      auto ld = [&](bool ok, int row, int col) -> uint32_t {
+        return ok ? *reinterpret_cast<const uint32_t*>(qb + row * D + col) : 0u;
+      };
+      qf[kk][0] = ld(r0, g, c);
+      qf[kk][1] = ld(r1, g + 8, c);
+      qf[kk][2] = ld(r0, g, c + 8);
+      qf[kk][3] = ld(r1, g + 8, c + 8);
+      if constexpr (kFp8)
+        for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
+    }
   }
+
   for (int i = 0; i < my_tiles; ++i) {
     if (i + kStages - 1 < my_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
     cp_async_commit();
