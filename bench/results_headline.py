@@ -222,19 +222,19 @@ def tp_table(rows):
 
 
 def latest_lowprec(latency):
-    """{gpu: [(name, run, bf16 run of the same tag and batch or None)]}: per GPU, batch and weights
-    format the newest run tag with that format at that batch (a run of one format does not hide
-    the others' latest), each against the bf16 run of its own tag; the bf16 row is the newest
-    such tag's."""
+    """{gpu: [(name, run, bf16 run of the same tag, model and batch or None)]}: per GPU, model,
+    batch and weights format the newest run tag with that format at that batch (a run of one
+    format does not hide the others' latest), each against the bf16 run of its own tag; the bf16
+    row is the newest such tag's. A model with no low-precision run at a batch has no rows."""
     groups = {}
     for name, run in latency:
         m = LATENCY.match(name)
         if not m or m["x"] or m["eager"] or run.get("tensor_parallel_size", 1) > 1:
             continue
-        g = groups.setdefault((m["gpu"], run.get("batch", 1)), {})
+        g = groups.setdefault((m["gpu"], run.get("model", m["model"]), run.get("batch", 1)), {})
         g.setdefault(run_order(m), []).append((name, run))
     out = {}
-    for (gpu, _), by_order in sorted(groups.items()):
+    for (gpu, _, _), by_order in sorted(groups.items()):
         newest = {}  # weights format -> newest tag holding it
         for o, runs in by_order.items():
             for _, r in runs:
