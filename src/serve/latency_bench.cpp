@@ -36,7 +36,7 @@ void profiler(bool start) {
 
 double graph_replay_ms(Ops& ops) {
 #ifdef HAVE_CEILING_ENGINE_CUDA
-  if (auto* cuda = dynamic_cast<CudaOps*>(&ops); cuda && cuda->cuda_graphs())
+  if (auto* cuda = dynamic_cast<CudaOps*>(&ops); cuda && cuda->graph_replayable())
     return cuda->time_graph_replays(50);
 #else
   (void)ops;
@@ -44,12 +44,14 @@ double graph_replay_ms(Ops& ops) {
   return 0;
 }
 
-// The last decode graph replayed `replays` times under the tracer, summarized.
-hw::TraceSummary trace_graph_replays(Ops& ops, hw::KernelTracer& tracer, int replays) {
+// The graph of the step just run, replayed `replays` times under the tracer, summarized.
+hw::TraceSummary trace_graph_replays(Ops& ops, hw::KernelTracer& tracer, int replays, int batch) {
 #ifdef HAVE_CEILING_ENGINE_CUDA
   auto* cuda = dynamic_cast<CudaOps*>(&ops);
-  CEILING_ENSURE(cuda && cuda->cuda_graphs(),
-                 "bench latency --kernel-trace: needs the CUDA backend with graphs on");
+  CEILING_ENSURE(cuda && cuda->graph_replayable(),
+                 "bench latency --kernel-trace: the decode step of {} sequences did not run as a "
+                 "CUDA graph (graphs off, or more sequences than the largest graph bucket)",
+                 batch);
   tracer.resume();
   tracer.clear();
   cuda->time_graph_replays(replays);
@@ -60,6 +62,7 @@ hw::TraceSummary trace_graph_replays(Ops& ops, hw::KernelTracer& tracer, int rep
   (void)ops;
   (void)tracer;
   (void)replays;
+  (void)batch;
   fail("bench latency --kernel-trace: this build has no CUDA backend");
 #endif
 }
@@ -114,7 +117,7 @@ void run_pass(Ops* ops, serve::Engine& engine, const std::vector<std::vector<int
     // the same step (same KV slots, values and logits): the run's state is unchanged.
     if (timed && ops && pure == std::max(2, o.output_len / 2)) {
       r.graph_replay_ms = graph_replay_ms(*ops);
-      if (tracer) r.kernel_trace = trace_graph_replays(*ops, *tracer, o.kernel_trace_replays);
+      if (tracer) r.kernel_trace = trace_graph_replays(*ops, *tracer, o.kernel_trace_replays, B);
     }
     const serve::EngineStats& after = engine.stats();
     phase[0] += after.schedule_s - before.schedule_s;

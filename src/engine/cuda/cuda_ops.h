@@ -131,6 +131,9 @@ class CudaOps final : public Ops {
   // K/V writes repeat the same values) and returns the GPU time per replay in ms — the step
   // without the host's part. Throws unless the last step was a replayed or captured graph step.
   double time_graph_replays(int n);
+  // Whether time_graph_replays can run now (the last step ran as a graph: a decode step of at
+  // most max_graph_batch sequences, graphs on).
+  bool graph_replayable() const;
 
  private:
   enum class Mode { kIdle, kEager, kCapture, kReplay };

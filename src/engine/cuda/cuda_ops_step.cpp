@@ -320,10 +320,15 @@ void CudaOps::drop_graphs() {
   graph_logits_ = nullptr;
 }
 
-double CudaOps::time_graph_replays(int n) {
+bool CudaOps::graph_replayable() const {
   const auto it = graphs_.find(bucket_);
-  CEILING_ENSURE(n > 0 && mode_ == Mode::kIdle && padded_ && it != graphs_.end() && it->second.exec,
+  return mode_ == Mode::kIdle && padded_ && it != graphs_.end() && it->second.exec;
+}
+
+double CudaOps::time_graph_replays(int n) {
+  CEILING_ENSURE(n > 0 && graph_replayable(),
                  "CudaOps::time_graph_replays: the last step was not a graph step");
+  const auto it = graphs_.find(bucket_);
   cudaEvent_t a = nullptr, b = nullptr;
   CEILING_CUDA_CHECK(cudaEventCreate(&a));
   CEILING_CUDA_CHECK(cudaEventCreate(&b));

@@ -104,9 +104,11 @@ Status init_decode_workspace(const DecodePlan& plan, void* workspace, cudaStream
 // (may be null when that is 0).
 // PDL: the tiled decode kernel reads seq_lens, block_tables and the cached tokens [0, len − 1) of
 // each sequence before it waits on the previous kernel in the stream, so those must be complete
-// before that kernel started (written by an earlier step, a memory copy, or a kernel two or more
-// launches back); only q and the newest token's K/V (position len − 1) may come from the kernel
-// just before it — as in a decode step, where the RoPE + KV write precedes the attention.
+// before the kernel launches: written before a non-kernel operation of the stream (a memory copy,
+// an event wait) or in an earlier step. Under PDL a kernel two launches back may still run. Only
+// q and the newest token's K/V (position len − 1) may come from the kernels of the same chain —
+// as in a decode step, where the step's metadata copy comes first and the RoPE + KV write
+// precedes the attention.
 Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_stride,
                             const PagedKvDevice& kv, const int32_t* seq_lens,
                             const int32_t* block_tables, int max_blocks, float scale, void* out,
