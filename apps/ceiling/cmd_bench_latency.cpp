@@ -52,9 +52,12 @@ int run_latency_bench(LatencyArgs a) {
       fmt::print(stderr, "\ruploading weights: {:.2f} / {:.2f} GB", done / 1e9, total / 1e9);
     };
   check_no_process_group(a.tp);
-  CEILING_ENSURE(a.lat.kernel_trace_replays == 0 || (a.tp == 1 && !a.no_graphs),
-                 "bench latency: --kernel-trace needs one GPU (--tensor-parallel-size 1) and CUDA "
-                 "graphs (not --no-graphs)");
+  CEILING_ENSURE(a.lat.kernel_trace_replays == 0 ||
+                     (a.tp == 1 && !a.no_graphs && a.lat.batch <= oo.max_graph_batch),
+                 "bench latency: --kernel-trace needs one GPU (--tensor-parallel-size 1) and a "
+                 "decode step that runs as a CUDA graph (not --no-graphs; --batch <= {}, the "
+                 "largest graph bucket)",
+                 oo.max_graph_batch);
   LoadOptions lo;
   lo.quantization = a.quantization;
   Model model = load_model(a.model, {}, lo);

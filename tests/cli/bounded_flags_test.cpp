@@ -1,5 +1,6 @@
 // Issue 18, the CLI: flags that take files or JSON are bounded (regular files only, with a cap;
 // JSON depth capped), and make-test-model refuses a tokenizer whose ids its vocab cannot hold.
+// Also flag combinations refused before any work (bench latency --kernel-trace).
 // Runs the built `ceiling` binary (CEILING_BIN); every failure is one line and exit code 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -53,6 +54,19 @@ TEST(BoundedFlags, DetokenizeIdsAreAFlatListOfIntegers) {
   expect_error("detokenize --model " + kModel + " --ids '[1] x'", "syntax error at byte");
   const Result r = run("detokenize --model " + kModel + " --ids '[1, 403, 407]'");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(BoundedFlags, KernelTraceNeedsAGraphStepOnOneGpu) {
+  // Checked before the model loads or the GPU is touched: runs without a device.
+  const Result probe = run("bench latency --model " + kModel + " --kernel-trace 5 --no-graphs");
+  if (probe.err.find("built without the CUDA engine") != std::string::npos)
+    GTEST_SKIP() << "no CUDA engine in this build";
+  expect_error("bench latency --model " + kModel + " --kernel-trace 5 --no-graphs",
+               "--kernel-trace needs one GPU");
+  expect_error("bench latency --model " + kModel + " --kernel-trace 5 --batch 300",
+               "--batch <= 256");
+  expect_error("bench latency --model " + kModel + " --kernel-trace 5 --tensor-parallel-size 2",
+               "--tensor-parallel-size 1");
 }
 
 TEST(BoundedFlags, MakeTestModelRefusesATokenizerLargerThanItsVocab) {
