@@ -226,8 +226,9 @@ int run_latency_bench(LatencyArgs a) {
         a.tp, tp->communicator_name(), allreduces, allreduce_s * 1e3,
         pred.gpu.allreduce_latency_s * 1e6);
   if (r.graph_replay_ms > 0)
-    fmt::print("  last step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
-               r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
+    fmt::print(
+        "  middle decode step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
+        r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
   if (r.kernel_trace) fmt::print("{}", hw::trace_table(*r.kernel_trace));
   if (!a.out.empty()) {
     std::ofstream f(a.out);
