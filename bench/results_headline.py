@@ -7,7 +7,9 @@ pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels
 files are the graphs-off comparison). The `kv` tag (`latency-<gpu>-<date>r<N>kv-...`) is the KV-cache
 A/B of `bench/run_kvfp8_on_gpu.sh` (bf16 against fp8 at the same batch and input): its own table.
 The `ttft` tag is the time to first token of a long prompt, bf16 against fp8 / int4: its own table.
-Plain runs with a `kernel_trace` (`bench latency --kernel-trace`) give the step's kernel table.
+Plain runs with a `kernel_trace` (`bench latency --kernel-trace`) give the step's kernel table;
+their host-clock figures carry the attached tracer's host cost (hw/kernel_trace.h: +0.05–0.1 ms a
+step on an H200, r129), so the latency tables take untraced runs only.
 """
 import os
 import re
@@ -33,6 +35,11 @@ def tagged(latency, x):
     return by_tag
 
 
+def traced(run):
+    """Whether the run's timing ran with the kernel tracer attached (its host figures overstate)."""
+    return isinstance(run.get("kernel_trace"), dict)
+
+
 def run_order(m):
     return (m["date"].replace("-", ""), int(m["r"] or 0))
 
@@ -50,7 +57,7 @@ def latest_latency(latency):
     best = {}
     for name, run in latency:
         m = LATENCY.match(name)
-        if not m or m["x"] or m["eager"] or not run.get("cuda_graphs", True):
+        if not m or m["x"] or m["eager"] or not run.get("cuda_graphs", True) or traced(run):
             continue
         if run.get("tensor_parallel_size", 1) > 1:  # tp_table's
             continue
@@ -229,7 +236,7 @@ def latest_lowprec(latency):
     groups = {}
     for name, run in latency:
         m = LATENCY.match(name)
-        if not m or m["x"] or m["eager"] or run.get("tensor_parallel_size", 1) > 1:
+        if not m or m["x"] or m["eager"] or run.get("tensor_parallel_size", 1) > 1 or traced(run):
             continue
         g = groups.setdefault((m["gpu"], run.get("model", m["model"]), run.get("batch", 1)), {})
         g.setdefault(run_order(m), []).append((name, run))

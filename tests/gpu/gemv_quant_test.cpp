@@ -8,9 +8,6 @@
 // to bf16, and the one-line errors.
 #include "kernels/cuda/gemv_quant.h"
 
-#include <fmt/format.h>
-
-#include <cstring>
 #include <vector>
 
 #include "bench/cases/gemv_fused.h"
@@ -71,88 +68,6 @@ TEST(GpuGemvQuant, MatchesDequantizedReference) {
       expect_case_passes(*bench::make_gemv_quant_case(W::kFP8, 0, In::kRmsNorm, false, pairs, 1,
                                                       pairs ? N + 1 : N, 4096),
                          s);
-}
-
-// The split RMS norm's consumer (gemv.h kRmsNormRows): x = bf16(r ⊙ γ) and each row's Σ r² in
-// its sum slots, through every kernel that takes it — the register kernel at M = 1 in the norm
-// sites' configurations (fp8: eight rows a CTA in one- and two-warp CTAs, N / 8 ≥ 2048 and ≥
-// 768), the tensor-core kernel above (one and two token tiles), int4 with G = 32 in the register
-// kernel at every M — plain and SiLU pairs, against the reference of the whole norm.
-TEST(GpuGemvQuant, SplitNormRowsInput) {
-  CEILING_REQUIRE_GPU();
-  Stream s;
-  for (W fmt : {W::kFP8, W::kInt4})
-    for (int G : fmt == W::kInt4 ? std::vector<int>{32, 128} : std::vector<int>{0})
-      for (int M : {1, 3, 9, 16})
-        for (bool pairs : {false, true})
-          for (int N : {13, 1031, 6152, 16394}) {
-            if (N == 16394 && (fmt != W::kFP8 || M != 1)) continue;  // one-warp CTAs: fp8, M = 1
-            const int K = (M + N) % 2 == 1 ? 4096 : (G == 128 ? 384 : 160);
-            expect_case_passes(*bench::make_gemv_quant_case(fmt, G, In::kRmsNormRows, false, pairs,
-                                                            M, pairs ? 2 * (N / 2) : N, K, N == 13),
-                               s);
-          }
-}
-
-// The split RMS norm's producer (gemv.h GemvNormOut) on the residual add: the residual bit-equal
-// to the add without it, scaled = bf16(residual ⊙ γ) bit-exact, each row's sum slots adding up to
-// Σ residual² (fp32, other order: 1e-5), through the register kernel (fp8 at M = 1, int4 G = 32)
-// and the tensor-core kernel (one and two token tiles, one and two row tiles a warp).
-TEST(GpuGemvQuant, SplitNormOutput) {
-  CEILING_REQUIRE_GPU();
-  Stream s;
-  const uint64_t seed = fresh_seed();
-  int i = 0;
-  for (W fmt : {W::kFP8, W::kInt4})
-    for (int G : fmt == W::kInt4 ? std::vector<int>{32, 128} : std::vector<int>{0})
-      for (int M : {1, 3, 9, 16})
-        for (int N : {13, 1031, 4096}) {
-          const int K = ++i % 2 ? 4096 : (G == 128 ? 384 : 160);
-          SCOPED_TRACE(fmt::format("{} G {} M {} N {} K {} seed {}",
-                                   cuda::gemv_weight_format_name(fmt), G, M, N, K, seed));
-          bench::QuantWeightPool wq(fmt, N, K, G, 1);
-          wq.fill(seed + i, s);
-          DeviceBuffer x(size_t(M) * K * 2), gamma(size_t(N) * 2), a(size_t(M) * N * 2),
-              b(size_t(M) * N * 2), scaled(size_t(M) * N * 2),
-              sums(size_t(M) * cuda::kNormSumSlots * 4);
-          fill_uniform(x.as<bf16>(), size_t(M) * K, seed + 100 * i, -2.0f, 2.0f, s);
-          fill_uniform(gamma.as<bf16>(), N, seed + 100 * i + 1, 0.2f, 1.5f, s);
-          fill_uniform(a.as<bf16>(), size_t(M) * N, seed + 100 * i + 2, -4.0f, 4.0f, s);
-          ASSERT_EQ(cudaMemcpyAsync(b.as<bf16>(), a.as<bf16>(), size_t(M) * N * 2,
-                                    cudaMemcpyDeviceToDevice, s),
-                    cudaSuccess);
-          poison(scaled.as<bf16>(), size_t(M) * N * 2, s);
-          ASSERT_EQ(cudaMemsetAsync(sums.as<float>(), 0, size_t(M) * cuda::kNormSumSlots * 4, s),
-                    cudaSuccess);
-          cuda::GemvFusion f;
-          f.accumulate = true;
-          ASSERT_TRUE(
-              cuda::gemv_fused_quant(f, x.as<bf16>(), wq.at(0), nullptr, a.as<bf16>(), M, N, K, s)
-                  .ok());
-          f.norm_out = {gamma.as<bf16>(), scaled.as<bf16>(), sums.as<float>()};
-          ASSERT_TRUE(
-              cuda::gemv_fused_quant(f, x.as<bf16>(), wq.at(0), nullptr, b.as<bf16>(), M, N, K, s)
-                  .ok());
-          const auto ra = to_host(a.as<bf16>(), size_t(M) * N, s);
-          const auto rb = to_host(b.as<bf16>(), size_t(M) * N, s);
-          const auto g = to_host(gamma.as<bf16>(), N, s);
-          const auto sc = to_host(scaled.as<bf16>(), size_t(M) * N, s);
-          const auto ss = to_host(sums.as<float>(), size_t(M) * cuda::kNormSumSlots, s);
-          ASSERT_EQ(std::memcmp(ra.data(), rb.data(), ra.size() * 2), 0) << "residual differs";
-          for (int m = 0; m < M; ++m) {
-            double want = 0, got = 0;
-            for (int n = 0; n < N; ++n) {
-              const float r = __bfloat162float(rb[size_t(m) * N + n]);
-              const bf16 e = __float2bfloat16(r * __bfloat162float(g[n]));
-              ASSERT_EQ(std::memcmp(&e, &sc[size_t(m) * N + n], 2), 0)
-                  << "scaled m " << m << " n " << n;
-              want += double{r} * r;
-            }
-            for (int j = 0; j < cuda::kNormSumSlots; ++j)
-              got += ss[size_t(m) * cuda::kNormSumSlots + j];
-            EXPECT_NEAR(got, want, 1e-5 * want) << "row " << m;
-          }
-        }
 }
 
 // RoPE + KV write epilogue with quantized QKV weights; padding rows (slot -1) stay unwritten.
@@ -261,17 +176,6 @@ TEST(GpuGemvQuant, RejectsBadArguments) {
                                          16, 4096, 128, nullptr)
           .message();
   EXPECT_NE(msg.find("not built for M 16 with the RMS-norm input"), std::string::npos) << msg;
-  // The split norm: the rows input without its sums, the norm output without a residual add.
-  f = {};
-  f.input = In::kRmsNormRows;
-  f.eps = 1e-5f;
-  EXPECT_NE(err(1, 8, 128).find("row sums"), std::string::npos) << err(1, 8, 128);
-  f = {};
-  f.norm_out = {b.as<bf16>(), b.as<bf16>(), b.as<float>()};
-  EXPECT_NE(err(1, 8, 128).find("follows a residual add"), std::string::npos) << err(1, 8, 128);
-  f.accumulate = true;
-  f.norm_out.scaled = nullptr;
-  EXPECT_NE(err(1, 8, 128).find("its scaled rows"), std::string::npos) << err(1, 8, 128);
 }
 
 }  // namespace

@@ -21,15 +21,7 @@ using bf16 = __nv_bfloat16;
 constexpr float kEps = 1e-5f;
 
 const char* input_name(cuda::GemvInput in) {
-  switch (in) {
-    case cuda::GemvInput::kRmsNorm:
-      return "rms_norm";
-    case cuda::GemvInput::kRmsNormRows:
-      return "rms_norm_rows";
-    case cuda::GemvInput::kPlain:
-      break;
-  }
-  return "plain";
+  return in == cuda::GemvInput::kRmsNorm ? "rms_norm" : "plain";
 }
 
 using WFmt = cuda::GemvWeightFormat;
@@ -74,9 +66,7 @@ class GemvFusedCase : public CaseBase {
   // The engine fuses where the dispatch picks ceiling's GEMV for the shape (linear.h), and takes
   // the RMS-norm input only where it pays (gemv.h).
   // Quantized weights take the GEMV for every M ≤ 16 (engine/cuda/cuda_ops.cpp).
-  // The split norm's rows input: quantized weights only (engine/cuda/cuda_ops.h split_norm).
   bool dispatched() const override {
-    if (in_ == cuda::GemvInput::kRmsNormRows) return !cfg_ && w_fmt_.quant();
     return !cfg_ &&
            (w_fmt_.quant() || cuda::linear_path(cuda::current_crossover_table(), M_, N_, K_) ==
                                   cuda::LinearPath::kGemv) &&
@@ -107,8 +97,7 @@ class GemvFusedCase : public CaseBase {
     Cost c;
     c.flops = 2.0 * M_ * double(N_) * K_;
     c.bytes = w_fmt_.bytes(N_, K_) + 2.0 * M_ * K_ + 2.0 * M_ * out_cols() * (acc_ ? 2 : 1) +
-              (bias_ ? 2.0 * N_ : 0) + (in_ == cuda::GemvInput::kRmsNorm ? 2.0 * K_ : 0) +
-              (rows_in() ? 4.0 * M_ * cuda::kNormSumSlots : 0);
+              (bias_ ? 2.0 * N_ : 0) + (in_ == cuda::GemvInput::kRmsNorm ? 2.0 * K_ : 0);
     c.write_bytes = 2.0 * M_ * out_cols();
     c.math = DType::kF32;  // CUDA-core FMAs
     c.round_trips = 2;     // loads (the residual's with the first weights), then the stores
@@ -131,11 +120,6 @@ class GemvFusedCase : public CaseBase {
     out_ = Pool<bf16>(size_t(M_) * out_cols(), copies);
     fill(seed, w_.base(), x_.base(), b_.base(), g_.base(), out_.base(), w_.total(), x_.total(),
          b_.total(), g_.total(), out_.total(), s);
-    if (rows_in()) {
-      xs_ = Pool<bf16>(size_t(M_) * K_, copies);
-      ss_ = Pool<float>(size_t(M_) * cuda::kNormSumSlots, copies);
-      for (int set = 0; set < copies; ++set) make_norm_rows(set, s);
-    }
   }
   Status run(int set, cudaStream_t s) override {
     cuda::GemvFusion f;
@@ -144,22 +128,18 @@ class GemvFusedCase : public CaseBase {
     f.norm_weight = g_.at(set);
     f.eps = kEps;
     f.silu_pairs = pairs_;
-    const bf16* x = x_.at(set);
-    if (rows_in()) {
-      x = xs_.at(set);
-      f.row_sumsq = ss_.at(set);
-    }
     if (w_fmt_.quant() && cfg_)
-      return cuda::gemv_fused_quant_with_config(
-          *cfg_, f, x, w_fmt_.q.at(set), bias_ ? b_.at(set) : nullptr, out_.at(set), M_, N_, K_, s);
+      return cuda::gemv_fused_quant_with_config(*cfg_, f, x_.at(set), w_fmt_.q.at(set),
+                                                bias_ ? b_.at(set) : nullptr, out_.at(set), M_, N_,
+                                                K_, s);
     if (w_fmt_.quant())
-      return cuda::gemv_fused_quant(f, x, w_fmt_.q.at(set), bias_ ? b_.at(set) : nullptr,
+      return cuda::gemv_fused_quant(f, x_.at(set), w_fmt_.q.at(set), bias_ ? b_.at(set) : nullptr,
                                     out_.at(set), M_, N_, K_, s);
     if (cfg_)
-      return cuda::gemv_fused_with_config(*cfg_, f, x, w_.at(set), bias_ ? b_.at(set) : nullptr,
-                                          out_.at(set), N_, K_, s);
-    return cuda::gemv_fused(f, x, w_.at(set), bias_ ? b_.at(set) : nullptr, out_.at(set), M_, N_,
-                            K_, s);
+      return cuda::gemv_fused_with_config(*cfg_, f, x_.at(set), w_.at(set),
+                                          bias_ ? b_.at(set) : nullptr, out_.at(set), N_, K_, s);
+    return cuda::gemv_fused(f, x_.at(set), w_.at(set), bias_ ? b_.at(set) : nullptr, out_.at(set),
+                            M_, N_, K_, s);
   }
   // The reference is the unfused sequence in f32: RMSNorm(r)·γ (unrounded, as the kernel keeps
   // it), cpu::linear, then bf16(result) + residual, or silu_mul of the bf16-rounded gate and up.
@@ -168,7 +148,6 @@ class GemvFusedCase : public CaseBase {
     fill(sd, w_.at(0), x_.at(0), b_.at(0), g_.at(0), out_.at(0), w_.n(), x_.n(), b_.n(), g_.n(),
          out_.n(), s);
     if (w_fmt_.quant()) w_fmt_.q.fill(sd + 5, s, true);
-    if (rows_in()) make_norm_rows(0, s);
     if (!acc_) poison(out_.at(0), out_.n() * sizeof(bf16), s);
     const auto out0 = to_f32(to_host(out_.at(0), out_.n(), s));
     run(0, s).throw_if_error();
@@ -182,7 +161,7 @@ class GemvFusedCase : public CaseBase {
       const auto scale = static_cast<float>(1.0 / std::sqrt(ss / K_ + kEps));
       for (int k = 0; k < K_; ++k) {
         float& v = in[size_t(m) * K_ + k];
-        if (in_ != cuda::GemvInput::kPlain)
+        if (in_ == cuda::GemvInput::kRmsNorm)
           v = r[k] * scale * g[k];
         else
           v = r[k];
@@ -219,24 +198,6 @@ class GemvFusedCase : public CaseBase {
 
  private:
   int out_cols() const { return pairs_ ? N_ / 2 : N_; }
-  bool rows_in() const { return in_ == cuda::GemvInput::kRmsNormRows; }
-  // The rows input of set `set` as the producer's norm output (gemv.h GemvNormOut) would hold it
-  // for residual rows x and γ: bf16(r ⊙ γ), and each row's Σ r² spread over the sum slots (k %
-  // kNormSumSlots, so the kernel must add all of them).
-  void make_norm_rows(int set, cudaStream_t s) {
-    const auto r = to_f32(to_host(x_.at(set), x_.n(), s));
-    const auto g = to_f32(to_host(g_.at(set), g_.n(), s));
-    std::vector<bf16> xs(r.size());
-    std::vector<float> ss(size_t(M_) * cuda::kNormSumSlots, 0.0f);
-    for (int m = 0; m < M_; ++m)
-      for (int k = 0; k < K_; ++k) {
-        const float v = r[size_t(m) * K_ + k];
-        xs[size_t(m) * K_ + k] = __float2bfloat16(v * g[k]);
-        ss[size_t(m) * cuda::kNormSumSlots + k % cuda::kNormSumSlots] += v * v;
-      }
-    to_device(xs_.at(set), xs, s);
-    to_device(ss_.at(set), ss, s);
-  }
   // x in [-2, 2] (SiLU sees both signs), |W| ≤ 0.1, γ in [0.2, 1.5], the residual in [-4, 4].
   static void fill(uint64_t seed, bf16* w, bf16* x, bf16* b, bf16* g, bf16* out, size_t nw,
                    size_t nx, size_t nb, size_t ng, size_t nout, cudaStream_t s) {
@@ -253,8 +214,6 @@ class GemvFusedCase : public CaseBase {
   std::optional<cuda::GemvConfig> cfg_;
   CaseWeights w_fmt_;
   Pool<bf16> w_, x_, b_, g_, out_;
-  Pool<bf16> xs_;   // kRmsNormRows: bf16(r ⊙ γ) of x's rows
-  Pool<float> ss_;  // kRmsNormRows: their Σ r² [M, kNormSumSlots]
 };
 
 // The decode QKV projection with RMSNorm prologue and the RoPE + KV-cache write epilogue:
@@ -543,9 +502,6 @@ void register_gemv_fused_cases(CaseList& out) {
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.H));
       out.push_back(make_gemv_quant_case(fmt, G, in, false, true, M, 2 * m.I, m.H));
       out.push_back(make_gemv_quant_case(fmt, G, In::kPlain, true, false, M, m.H, m.I));
-      // The split norm's rows input (what the engine runs since r128).
-      out.push_back(make_gemv_quant_case(fmt, G, In::kRmsNormRows, false, false, M, 6144, m.H));
-      out.push_back(make_gemv_quant_case(fmt, G, In::kRmsNormRows, false, true, M, 2 * m.I, m.H));
     }
   // The quantized M = 1 kernel's configurations side by side (dispatched, gemv_quant.cu: fp8
   // t32r8u1 / t64r8u1 with the RMS-norm input and t64r2u2 without; int4 t64r4u2 with it and the

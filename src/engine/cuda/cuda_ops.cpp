@@ -330,32 +330,12 @@ void CudaOps::qkv_proj_into_pending(int l, const TensorView& x, const cuda::Gemv
 // as the gate/up GEMV's epilogue and the residual add as the o / down GEMV's (gemv_fused);
 // otherwise the single ops in sequence, the residual add as cuBLASLt's beta = 1.
 
-bool CudaOps::splits_norm(const cuda_impl::DeviceLinear& w, const cuda_impl::DeviceLinear& next,
-                          ResidualUpdate update) const {
-  return split_norm_ && update == ResidualUpdate::kAdd && w.quantized() && next.quantized();
-}
-
-cuda::GemvNormOut CudaOps::norm_out(const TensorView& gamma, int site) const {
-  return {static_cast<const bf16*>(gamma.data), norm_rows_, norm_sums(site)};
-}
-
-TensorView CudaOps::norm_rows() const {
-  return TensorView(norm_rows_, DType::kBF16, {step_tokens_, config_.hidden_size}, Device::kCuda);
-}
-
-float* CudaOps::norm_sums(int site) const {
-  return norm_sums_ + static_cast<size_t>(site) * cuda::kGemvMaxM * cuda::kNormSumSlots;
-}
-
 void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView& h,
                             const TensorView& q, const TensorView& k, const TensorView& v,
                             KvCache& kv) {
   const TensorView& norm = weights().layers.at(l).input_norm;
   const int rows = check_rows(residual, kTokens, "residual");
-  // The down projection before wrote this norm's input rows and sums (splits_norm).
-  const bool split = split_norm_ && norm_ready_ == 2 * l;
-  norm_ready_ = -1;
-  if (!split && !gemv_fuses(rows, fused(l).qkv, residual.data)) {
+  if (!gemv_fuses(rows, fused(l).qkv, residual.data)) {
     rms_norm_for(residual, nullptr, norm, h, &fused(l).qkv);
     qkv_proj(l, h, q, k, v);
     if (config_.qk_norm) qk_norm(l, q, k);
@@ -363,15 +343,8 @@ void CudaOps::norm_qkv_rope(int l, const TensorView& residual, const TensorView&
     return;
   }
   cuda::GemvFusion f;
-  const TensorView split_in = split ? norm_rows() : TensorView{};
   const TensorView* in = &residual;
-  if (split) {
-    if (launching()) ++stats_.split_norms;
-    f.input = cuda::GemvInput::kRmsNormRows;
-    f.row_sumsq = norm_sums(2 * l);
-    f.eps = static_cast<float>(config_.rms_norm_eps);
-    in = &split_in;
-  } else if (cuda::gemv_norm_input_pays(rows)) {
+  if (cuda::gemv_norm_input_pays(rows)) {
     f.input = cuda::GemvInput::kRmsNorm;
     f.norm_weight = static_cast<const bf16*>(norm.data);
     f.eps = static_cast<float>(config_.rms_norm_eps);
@@ -392,18 +365,9 @@ void CudaOps::o_proj_residual(int l, const TensorView& attn, const TensorView& /
                               const TensorView& residual, ResidualUpdate update) {
   const int rows = begin_op(kOProjResidual, l, {attn.data, residual.data}, false, attn, kTokens);
   check_rows(residual, kTokens, "residual");
-  const bool split = splits_norm(fused(l).o, fused(l).gate_up, update);
-  norm_ready_ = split ? 2 * l + 1 : -1;
-  if (!launching()) return;
-  if (split) {  // the residual add also writes the post-attention norm's input
-    cuda::GemvFusion f;
-    f.accumulate = true;
-    f.norm_out = norm_out(weights().layers.at(l).post_attn_norm, 2 * l + 1);
-    gemv_fused(f, attn, fused(l).o, nullptr, residual, rows);
-    return;
-  }
-  linear(attn, fused(l).o, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
-         update == ResidualUpdate::kAdd);
+  if (launching())
+    linear(attn, fused(l).o, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+           update == ResidualUpdate::kAdd);
 }
 
 void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& h,
@@ -412,38 +376,26 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
   const TensorView& norm = weights().layers.at(l).post_attn_norm;
   const cuda_impl::DeviceLinear& wgu = fused(l).gate_up;
   const int rows = check_rows(residual, kTokens, "residual");
-  // The o projection before wrote this norm's input rows and sums (splits_norm).
-  const bool split = split_norm_ && norm_ready_ == 2 * l + 1;
-  norm_ready_ = -1;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  if (split || gemv_fuses(rows, wgu, residual.data)) {
-    // One GEMV from the residual (or, above one row, from h = RMSNorm(residual); or the split
-    // norm's rows) to silu(gate) · up: gate and up rows of one index in the same CTA,
-    // SiLU-and-multiply epilogue. gate_up (and h, with the norm as the prologue) stay unwritten.
-    // int4: gemm_int4's SiLU pairs from h (or the split norm's rows).
+  if (gemv_fuses(rows, wgu, residual.data)) {
+    // One GEMV from the residual (or, above one row, from h = RMSNorm(residual)) to silu(gate) ·
+    // up: gate and up rows of one index in the same CTA, SiLU-and-multiply epilogue. gate_up
+    // (and h, with the norm as the prologue) stay unwritten. int4: gemm_int4's SiLU pairs from h.
     const bool int4_gemm = int4_silu_gemm(rows, wgu);
-    const bool norm_in = !split && !int4_gemm && cuda::gemv_norm_input_pays(rows);
-    if (!split && !norm_in) rms_norm(residual, nullptr, norm, h);
-    const TensorView split_in = split ? norm_rows() : TensorView{};
-    const TensorView& in = split ? split_in : norm_in ? residual : h;
+    const bool norm_in = !int4_gemm && cuda::gemv_norm_input_pays(rows);
+    if (!norm_in) rms_norm(residual, nullptr, norm, h);
+    const TensorView& in = norm_in ? residual : h;
     begin_op(kNormGateUpSilu, l, {in.data, act.data}, false, in, kTokens);
     check_rows(act, kTokens, "act");
-    if (split && launching()) ++stats_.split_norms;
     if (launching() && int4_gemm) {
-      const cuda::GemmInt4Norm rn{split ? norm_sums(2 * l + 1) : nullptr, eps};
       cuda::gemm_int4(bf16_ptr(in, "gate/up input"), wgu.w, nullptr, bf16_ptr(act, "act"), rows,
-                      wgu.N, wgu.K, false, stream_, /*silu_pairs=*/true, rn)
+                      wgu.N, wgu.K, false, stream_, /*silu_pairs=*/true)
           .throw_if_error();
     } else if (launching()) {
       cuda::GemvFusion f;
-      if (split) {
-        f.input = cuda::GemvInput::kRmsNormRows;
-        f.row_sumsq = norm_sums(2 * l + 1);
-        f.eps = eps;
-      } else if (norm_in) {
+      if (norm_in) {
         f.input = cuda::GemvInput::kRmsNorm;
         f.norm_weight = static_cast<const bf16*>(norm.data);
-        f.eps = eps;
+        f.eps = static_cast<float>(config_.rms_norm_eps);
       }
       f.silu_pairs = true;
       gemv_fused(f, in, wgu, nullptr, act, rows);
@@ -454,21 +406,9 @@ void CudaOps::mlp_residual(int l, const TensorView& residual, const TensorView& 
     silu_mul_for(gate_up, act, &fused(l).down);
   }
   begin_op(kDownResidual, l, {act.data, residual.data}, false, act, kTokens);
-  // The residual add also writes the next layer's input norm's input (the last layer's final
-  // norm stays a kernel: the lm_head is bf16).
-  const bool next = l + 1 < config_.num_layers;
-  const bool split_out = next && splits_norm(fused(l).down, fused(l + 1).qkv, update);
-  norm_ready_ = split_out ? 2 * (l + 1) : -1;
-  if (!launching()) return;
-  if (split_out) {
-    cuda::GemvFusion f;
-    f.accumulate = true;
-    f.norm_out = norm_out(weights().layers.at(l + 1).input_norm, 2 * (l + 1));
-    gemv_fused(f, act, fused(l).down, nullptr, residual, rows);
-    return;
-  }
-  linear(act, fused(l).down, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
-         update == ResidualUpdate::kAdd);
+  if (launching())
+    linear(act, fused(l).down, nullptr, bf16_ptr(residual, "residual"), DType::kBF16, rows,
+           update == ResidualUpdate::kAdd);
 }
 
 void CudaOps::qk_norm(int l, const TensorView& q, const TensorView& k) {

@@ -53,17 +53,12 @@ struct CudaOpsOptions {
   // Tune the cuBLASLt algorithm of each GEMM shape a decode graph captures, at the bucket's
   // warm-up step (kernels/cuda/gemm_lt.h); false: cuBLASLt's first heuristic choice.
   bool gemm_autotune = true;
-  // Quantized decode steps (fp8 / int4 GEMVs, ≤ 16 rows, one GPU): the o and down GEMVs write
-  // the next RMS norm's input rows and sums with the residual add, and the next GEMV reads them
-  // (gemv.h kRmsNormRows) — no rms_norm kernel, no reduction over x in the GEMV. false: as before.
-  bool split_norm = true;
   // (source bytes copied, total) during upload(), e.g. for a progress line on a TTY.
   std::function<void(uint64_t, uint64_t)> upload_progress;
 };
 
 struct CudaOpsStats {
   int eager_steps = 0, graph_captures = 0, graph_replays = 0;
-  int split_norms = 0;  // norms launched split into the GEMVs around them (split_norm)
   double upload_ms = 0;
   uint64_t upload_bytes = 0;  // bytes read from the host weights
   uint64_t weight_bytes = 0;  // bytes of the device copy (bf16, fused)
@@ -178,8 +173,6 @@ class CudaOps final : public Ops {
   // The E4M3 image and per-row scales of a W8A8 call's input (fp8 projections, rows ≥
   // kFp8ActRowsMin): room for `rows` rows of the widest projection input.
   void ensure_act_fp8(int rows);
-  void ensure_split_norm(int rows);  // decides split_norm_ for the step; makes its buffers
-  size_t norm_sums_bytes() const;
   void probe_fp8_gemm();  // sets fp8_weights_ and fp8_gemm_ after the upload
   void pack_step(const StepBatch& step, int dummy_block);
   void plan_step(const KvCache& kv, bool graph);
@@ -239,13 +232,6 @@ class CudaOps final : public Ops {
                              const TensorView& q, const TensorView& k, const TensorView& v,
                              KvCache* kv);
   const cuda_impl::FusedLayerWeights& fused(int layer) const;
-  // The split norm (CudaOpsOptions::split_norm): whether the residual-adding projection `w`
-  // writes the input of `next`'s norm this step, and the views of that input.
-  bool splits_norm(const cuda_impl::DeviceLinear& w, const cuda_impl::DeviceLinear& next,
-                   ResidualUpdate update) const;
-  cuda::GemvNormOut norm_out(const TensorView& gamma, int site) const;
-  TensorView norm_rows() const;
-  float* norm_sums(int site) const;
   cuda::KvFormat kv_format() const {
     return options_.fp8_kv_cache ? cuda::KvFormat::kFP8 : cuda::KvFormat::kBF16;
   }
@@ -278,14 +264,6 @@ class CudaOps final : public Ops {
   };
   PreQuantized prequant_;
   uint64_t op_count_ = 0;  // begin_op calls so far
-  // The split norm's buffers (arena, made at the first step that uses it): the input rows
-  // bf16(r ⊙ γ) [kGemvMaxM, H] of the next norm and the row sums [2·L sites, kGemvMaxM,
-  // kNormSumSlots], site 2l the input norm of layer l, 2l + 1 its post-attention norm; zeroed
-  // by the step's first op. norm_ready_: the site this step's last projection wrote (-1: none).
-  __nv_bfloat16* norm_rows_ = nullptr;
-  float* norm_sums_ = nullptr;
-  bool split_norm_ = false;  // the current step may use it
-  int norm_ready_ = -1;
 
   // The current step (kIdle: none; ops that need no step metadata then run eagerly).
   Mode mode_ = Mode::kIdle;

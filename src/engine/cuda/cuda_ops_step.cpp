@@ -51,7 +51,6 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   ensure_meta(std::max(T, B), std::max(S, B), next_pow2(std::max(step.max_blocks, 1)));
   ensure_qkv(std::max(T, B));
   ensure_act_fp8(std::max(T, B));
-  ensure_split_norm(std::max(T, B));
   if (B && graph_kv_ != ka.k0) {
     drop_graphs();
     graph_kv_ = ka.k0;
@@ -84,8 +83,6 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   if (mode != Mode::kReplay) {
     CEILING_CUDA_CHECK(cudaMemcpyAsync(meta_.dev, meta_.host.as<int32_t>(), meta_.bytes,
                                        cudaMemcpyHostToDevice, stream_));
-    // The split norm's sums start each step (and each replay of its graph) from zero.
-    if (split_norm_) CEILING_CUDA_CHECK(cudaMemsetAsync(norm_sums_, 0, norm_sums_bytes(), stream_));
     if (mode == Mode::kEager) CEILING_CUDA_CHECK(cudaEventRecord(meta_free_, stream_));
   }
   mode_ = mode;
@@ -144,22 +141,6 @@ void CudaOps::ensure_act_fp8(int rows) {
     act_bf16_ = static_cast<__nv_bfloat16*>(arena_.allocate(static_cast<size_t>(n) * k * 2));
   act_rows_ = n;
   stats_.arena_bytes = arena_.bytes_reserved();
-}
-
-void CudaOps::ensure_split_norm(int rows) {
-  const Communicator* comm = communicator();
-  split_norm_ = options_.split_norm && rows <= cuda::kGemvMaxM && (!comm || comm->world() == 1) &&
-                weights_.fused.at(0).o.quantized();
-  norm_ready_ = -1;
-  if (!split_norm_ || norm_rows_) return;
-  norm_rows_ = static_cast<__nv_bfloat16*>(
-      arena_.allocate(size_t{cuda::kGemvMaxM} * config_.hidden_size * sizeof(__nv_bfloat16)));
-  norm_sums_ = static_cast<float*>(arena_.allocate(norm_sums_bytes()));
-  stats_.arena_bytes = arena_.bytes_reserved();
-}
-
-size_t CudaOps::norm_sums_bytes() const {
-  return size_t{2} * config_.num_layers * cuda::kGemvMaxM * cuda::kNormSumSlots * sizeof(float);
 }
 
 void CudaOps::pack_step(const StepBatch& step, int dummy_block) {

@@ -69,8 +69,7 @@ struct Int4Tile {
 template <int kWN, int kWM, int kKS, int kStages, int kJ>
 __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
     gemm_int4_kernel(const bf16* __restrict__ x, GemvWeights w, const bf16* __restrict__ bias,
-                     bf16* __restrict__ out, int M, int N, int K, bool accumulate, bool pairs,
-                     const float* __restrict__ row_sumsq, float eps) {
+                     bf16* __restrict__ out, int M, int N, int K, bool accumulate, bool pairs) {
   using T = Int4Tile<kWN, kWM, kKS, kJ>;
   constexpr int kWarpTokens = 8 * kJ;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -204,24 +203,7 @@ __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
   for (int s = 0; s < kStages - 1; ++s)
     if (s < stages_total) load_w(s, s);
   pdl_wait();
-  // The split RMS norm's input (row_sumsq): the norms of the lane's tokens, read while the first
-  // stages land — in the decode tiles (kJ ≤ 2); the 32-token warps (prefill, serving batches)
-  // would spill holding them through the main loop and read them after it.
-  // C fragment (i, j, c): token m0 + kWarpTokens·wm + 8j + 2q + (c & 1).
-  float in_scale[kJ][2];
-  const auto read_norms = [&] {
-#pragma unroll
-    for (int j = 0; j < kJ; ++j)
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int m = m0 + kWarpTokens * wm + 8 * j + 2 * q + b;
-        in_scale[j][b] =
-            row_sumsq && ks == 0 && m < M ? norm_rows_scale(row_sumsq, m, K, eps) : 1.0f;
-      }
-  };
-  constexpr bool kEarlyNorms = kJ <= 2;
-  if constexpr (kEarlyNorms) read_norms();
-    // Stage s's commit group closes with its x (the first also holds every early weight request).
+  // Stage s's commit group closes with its x (the first also holds every early weight request).
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < stages_total) load_x(s, s);
@@ -241,7 +223,6 @@ __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
     next_slot = next_slot == kStages - 1 ? 0 : next_slot + 1;
   }
   cp_async_wait<0>();
-  if constexpr (!kEarlyNorms) read_norms();
 
   // The k slices' sums: slices 1.. park theirs in the (drained) ring, slice 0 adds them in order.
   constexpr int kAcc = 2 * kJ * 4;  // accumulators a lane
@@ -285,9 +266,8 @@ __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
       for (int j = 0; j < kJ; ++j) {
         const int m = m0 + kWarpTokens * wm + 8 * j + 2 * q + (c & 1);
         if (m >= M) continue;
-        const float sc = in_scale[j][c & 1];
-        const float gv = __bfloat162float(__float2bfloat16(acc[0][j][c] * sc + bg));
-        const float uv = __bfloat162float(__float2bfloat16(acc[1][j][c] * sc + bu));
+        const float gv = __bfloat162float(__float2bfloat16(acc[0][j][c] + bg));
+        const float uv = __bfloat162float(__float2bfloat16(acc[1][j][c] + bu));
         out[int64_t{m} * half + p] = __float2bfloat16(silu_times(gv, uv));
       }
     }
@@ -305,7 +285,7 @@ __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
         const int m = m0 + kWarpTokens * wm + 8 * j + 2 * q + (c & 1);
         if (m >= M) continue;
         bf16* o = out + int64_t{m} * N + n;
-        float v = acc[i][j][c] * in_scale[j][c & 1] + bn;
+        float v = acc[i][j][c] + bn;
         if (accumulate) v += __bfloat162float(*o);
         *o = __float2bfloat16(v);
       }
@@ -314,8 +294,7 @@ __global__ void __launch_bounds__(32 * kWN * kWM * kKS)
 
 template <int kWN, int kWM, int kKS, int kStages, int kJ>
 cudaError_t launch(const bf16* x, const GemvWeights& w, const bf16* bias, bf16* out, int M, int N,
-                   int K, bool accumulate, bool pairs, const float* row_sumsq, float eps,
-                   cudaStream_t s) {
+                   int K, bool accumulate, bool pairs, cudaStream_t s) {
   using T = Int4Tile<kWN, kWM, kKS, kJ>;
   const auto kern = gemm_int4_kernel<kWN, kWM, kKS, kStages, kJ>;
   const int smem = kStages * T::kStageBytes;
@@ -326,7 +305,7 @@ cudaError_t launch(const bf16* x, const GemvWeights& w, const bf16* bias, bf16* 
   const dim3 grid(pairs ? ceil_div(N / 2, T::kRows / 2) : ceil_div(N, T::kRows),
                   ceil_div(M, T::kTokens));
   return launch_pdl(kern, grid, dim3(T::kThreads), smem, s, x, w, bias, out, M, N, K, accumulate,
-                    pairs, row_sumsq, eps);
+                    pairs);
 }
 
 }  // namespace
@@ -337,12 +316,8 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 Status check(const bf16* x, const GemvWeights& w, int M, int N, int K, bool accumulate,
-             bool silu_pairs, const GemmInt4Norm& norm) {
+             bool silu_pairs) {
   if (M < 1) return Status::error("gemm_int4: M {} < 1", M);
-  if (norm.row_sumsq && (!detail::aligned16(norm.row_sumsq) || !(norm.eps > 0)))
-    return Status::error(
-        "gemm_int4: the RMS-norm rows input needs 16-byte aligned row sums and eps > 0 (got {})",
-        norm.eps);
   if (silu_pairs && (N % 2 != 0 || accumulate))
     return Status::error("gemm_int4: SiLU pairs need an even N ({}) and no accumulation", N);
   if (const std::string why = gemm_int4_unsupported(w, N, K); !why.empty())
@@ -403,8 +378,8 @@ std::string gemm_int4_unsupported(const GemvWeights& w, int N, int K) {
 
 Status gemm_int4_with_config(const GemmInt4Config& cfg, const bf16* x, const GemvWeights& w,
                              const bf16* bias, bf16* out, int M, int N, int K, bool accumulate,
-                             cudaStream_t stream, bool silu_pairs, const GemmInt4Norm& norm) {
-  CEILING_RETURN_IF_ERROR(check(x, w, M, N, K, accumulate, silu_pairs, norm));
+                             cudaStream_t stream, bool silu_pairs) {
+  CEILING_RETURN_IF_ERROR(check(x, w, M, N, K, accumulate, silu_pairs));
   cudaError_t e = cudaErrorInvalidValue;
   bool built = false;
   const auto pick = [&]<int kWN, int kWM, int kKS, int kStages, int kJ = 4>() {
@@ -413,7 +388,7 @@ Status gemm_int4_with_config(const GemmInt4Config& cfg, const bf16* x, const Gem
       return;
     built = true;
     e = detail::launch<kWN, kWM, kKS, kStages, kJ>(x, w, bias, out, M, N, K, accumulate, silu_pairs,
-                                                   norm.row_sumsq, norm.eps, stream);
+                                                   stream);
   };
   pick.template operator()<4, 2, 1, 4>();
   pick.template operator()<4, 1, 1, 4>();
@@ -435,13 +410,12 @@ Status gemm_int4_with_config(const GemmInt4Config& cfg, const bf16* x, const Gem
 }
 
 Status gemm_int4(const bf16* x, const GemvWeights& w, const bf16* bias, bf16* out, int M, int N,
-                 int K, bool accumulate, cudaStream_t stream, bool silu_pairs,
-                 const GemmInt4Norm& norm) {
+                 int K, bool accumulate, cudaStream_t stream, bool silu_pairs) {
   int dev = 0, sms = 0;
   CEILING_CUDA_RETURN(cudaGetDevice(&dev));
   CEILING_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return gemm_int4_with_config(gemm_int4_default_config(M, N, sms), x, w, bias, out, M, N, K,
-                               accumulate, stream, silu_pairs, norm);
+                               accumulate, stream, silu_pairs);
 }
 
 }  // namespace ceiling::cuda

@@ -58,24 +58,16 @@ inline constexpr int kGemmInt4SiluMaxM = 8;
 // the pointers set and 16-byte aligned.
 std::string gemm_int4_unsupported(const GemvWeights& w, int N, int K);
 
-// The split RMS norm's input (gemv.h GemvInput::kRmsNormRows): x = bf16(r ⊙ γ) and the rows'
-// Σ r² in row_sumsq [M, kNormSumSlots] (16-byte aligned); the sums are scaled by
-// rsqrt(Σ / K + eps) before the bias. Off while row_sumsq is null.
-struct GemmInt4Norm {
-  const float* row_sumsq = nullptr;
-  float eps = 0.0f;
-};
-
 // out [M, N] (bf16) = x [M, K] · Wᵀ (+ bias [N]) (+ out when `accumulate`); M ≥ 1, x 16-byte
 // aligned. `silu_pairs` (W = [gate; up], N even, no accumulation): out [M, N/2] =
 // silu(bf16(gate)) · bf16(up), silu_mul's values, without writing gate / up. Launched with PDL
 // (pdl.cuh): graph- and stream-safe.
 Status gemm_int4(const __nv_bfloat16* x, const GemvWeights& w, const __nv_bfloat16* bias,
                  __nv_bfloat16* out, int M, int N, int K, bool accumulate, cudaStream_t stream,
-                 bool silu_pairs = false, const GemmInt4Norm& norm = {});
+                 bool silu_pairs = false);
 Status gemm_int4_with_config(const GemmInt4Config& cfg, const __nv_bfloat16* x,
                              const GemvWeights& w, const __nv_bfloat16* bias, __nv_bfloat16* out,
                              int M, int N, int K, bool accumulate, cudaStream_t stream,
-                             bool silu_pairs = false, const GemmInt4Norm& norm = {});
+                             bool silu_pairs = false);
 
 }  // namespace ceiling::cuda

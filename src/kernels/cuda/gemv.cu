@@ -60,7 +60,7 @@ cudaError_t launch_fast(const bf16* x, const bf16* w, const bf16* bias, OutT* ou
   return detail::launch_pdl(gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, OutT>,
                             dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x, w, bias, out,
                             M, N, K, f.norm_weight, f.eps, f.accumulate,
-                            f.silu_pairs || f.rope.D > 0, f.rope, GemvWeights{}, gemv_norm_io(f));
+                            f.silu_pairs || f.rope.D > 0, f.rope, GemvWeights{});
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with kRowTiles 16-row tiles and kKSlices k slices per
@@ -76,8 +76,7 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
   const dim3 block(32 * kRowTiles * kKSlices);
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
-                              f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{},
-                              gemv_norm_io(f));
+                              f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
   };
   using detail::gemv_mma_kernel;
   if constexpr (std::is_same_v<OutT, bf16>) {
@@ -265,7 +264,6 @@ Status gemv_fused(const GemvFusion& f, const bf16* x, const bf16* w, const bf16*
   cudaError_t e = cudaSuccess;
   switch (f.input) {
     case GemvInput::kPlain:
-    case GemvInput::kRmsNormRows:  // the plain kernels, their sums scaled by the rows' norms
       e = dispatch<GemvInput::kPlain>(x, w, bias, out, M, N, K, stream, f);
       break;
     case GemvInput::kRmsNorm:
@@ -316,15 +314,6 @@ std::string gemv_fusion_unsupported(const GemvFusion& f, int N) {
   if (f.input == GemvInput::kRmsNorm && (!(f.eps > 0) || !detail::aligned16(f.norm_weight)))
     return fmt::format("RMS-norm input needs eps > 0 (got {}) and a 16-byte aligned norm weight",
                        f.eps);
-  if (f.input == GemvInput::kRmsNormRows && (!(f.eps > 0) || !detail::aligned16(f.row_sumsq)))
-    return fmt::format(
-        "the RMS-norm rows input needs eps > 0 (got {}) and its row sums (16-byte aligned)", f.eps);
-  if (const GemvNormOut& o = f.norm_out; o.gamma || o.scaled || o.row_sumsq) {
-    if (!o.gamma || !o.scaled || !o.row_sumsq)
-      return "the norm output needs its γ, its scaled rows and its row sums";
-    if (!f.accumulate || f.silu_pairs || f.rope.D > 0)
-      return "the norm output follows a residual add (accumulate, no SiLU pairs, no RoPE)";
-  }
   return "";
 }
 

@@ -27,22 +27,6 @@ enum class GemvInput {
   kPlain,    // x [M, K]
   kRmsNorm,  // x [M, K] = residual rows r: the GEMV reads RMSNorm(r) · γ, i.e. out =
              // rsqrt(mean(r²) + eps) · ((r ⊙ γ) · W^T) (rms_norm's math, without its bf16 rounding)
-  kRmsNormRows,  // x [M, K] = bf16(r ⊙ γ) and row_sumsq = Σ r² of each row, both written by the
-                 // residual add before (GemvNormOut): out = rsqrt(Σ/K + eps) · (x · W^T). The norm
-                 // without a kernel of its own and without a reduction over x in the GEMV.
-};
-// The RMS norm split across the two kernels around it: a row's Σ r² lands in kNormSumSlots
-// floats (the producer's CTAs add into slot blockIdx % kNormSumSlots, so few atomics meet on one
-// address); the consumer adds the slots. row_sumsq [M, kNormSumSlots] must be zero before the
-// producer runs.
-inline constexpr int kNormSumSlots = 8;
-// The producer side: a residual-adding GEMV (accumulate, no pairs, no RoPE) that also writes each
-// new residual row r (as out holds it, bf16) as scaled [M, N] = bf16(r ⊙ γ) and adds Σ r² of its
-// columns into row_sumsq — the next GEMV's kRmsNormRows input. Off while gamma is null.
-struct GemvNormOut {
-  const __nv_bfloat16* gamma = nullptr;  // γ [N] of the norm after the residual add
-  __nv_bfloat16* scaled = nullptr;       // [M, N]
-  float* row_sumsq = nullptr;            // [M, kNormSumSlots], added to
 };
 // The RoPE + KV-cache write epilogue of a fused QKV projection (rope_kv_write's meaning for one
 // decode token per row of x, without q/k norm): W = [Wq; Wk; Wv], N = (Hq + 2·Hkv)·D. Rotated q
@@ -61,23 +45,13 @@ struct GemvRope {
 struct GemvFusion {
   GemvInput input = GemvInput::kPlain;
   const __nv_bfloat16* norm_weight = nullptr;  // γ [K], kRmsNorm
-  const float* row_sumsq = nullptr;            // [M, kNormSumSlots], kRmsNormRows
-  float eps = 0;                               // kRmsNorm, kRmsNormRows
+  float eps = 0;                               // kRmsNorm
   bool accumulate = false;  // out = bf16(out + bf16(result)): a residual add into out, in place
   // W = [gate; up] (N even): out [M, N/2] = silu(bf16(x·gateᵀ)) · bf16(x·upᵀ), what silu_mul
   // makes of the gate/up projection's output (each CTA takes a gate row and its up row).
   bool silu_pairs = false;
-  GemvRope rope;         // RoPE + KV write epilogue (excludes accumulate and silu_pairs)
-  GemvNormOut norm_out;  // with accumulate: the next norm's kRmsNormRows input
+  GemvRope rope;  // RoPE + KV write epilogue (excludes accumulate and silu_pairs)
 };
-// What the kernels take of the split norm (GemvFusion's row_sumsq with kRmsNormRows, norm_out).
-struct GemvNormIO {
-  const float* in_sumsq = nullptr;
-  GemvNormOut out;
-};
-inline GemvNormIO gemv_norm_io(const GemvFusion& f) {
-  return {f.input == GemvInput::kRmsNormRows ? f.row_sumsq : nullptr, f.norm_out};
-}
 // out [M, N] bf16 (N/2 columns with silu_pairs) = (x as `f.input` says) · W[N, K]^T (+ bias),
 // 1 ≤ M ≤ 16, fp32 accumulation, the register kernel under PDL. Needs
 // gemv_fused_supported(K, x, W). With f.accumulate, out is read and written (each element by one

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                 const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                 const bf16* __restrict__ gamma, float eps, bool accumulate, bool pairs,
-                GemvRope rope, GemvWeights wq, GemvNormIO nio) {
+                GemvRope rope, GemvWeights wq) {
   static_assert(kMaxM * kRows <= kThreads, "one output per thread in the epilogue");
   static_assert(kRows % 2 == 0 || kRows == 1, "pairs split the rows in halves");
   constexpr int kHalf = kRows / 2;
@@ -166,21 +166,17 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
   // issued before pdl_wait.
   // With `accumulate`, the thread that will write output i = threadIdx.x (< kMaxM·kRows) loads
   // the old value right after the wait, so that load overlaps the weight stream.
-  // kRmsNormRows (nio.in_sumsq): that thread's row norm, read right after the wait too.
   bool waited = false;
-  float prev = 0.0f, in_scale = 1.0f;
+  float prev = 0.0f;
   const auto wait_producer = [&] {
     if (waited) return;
     pdl_wait();
     waited = true;
-    const int i = threadIdx.x;
     if constexpr (std::is_same_v<OutT, bf16>) {
-      const int m = i / kRows, n = n0 + i % kRows;
+      const int i = threadIdx.x, m = i / kRows, n = n0 + i % kRows;
       if (accumulate && !pairs && i < kMaxM * kRows && m < M && n < N)
         prev = __bfloat162float(out[static_cast<int64_t>(m) * N + n]);
     }
-    const int m = pairs ? i / max(kHalf, 1) : i / kRows;
-    if (nio.in_sumsq && m < M) in_scale = norm_rows_scale(nio.in_sumsq, m, K, eps);
   };
   int c = threadIdx.x;
   for (; c + (kUnroll - 1) * kThreads < chunks; c += kUnroll * kThreads) {
@@ -227,9 +223,8 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
     }
   }
   __syncthreads();
-  // The epilogue's thread i = threadIdx.x writes row m of x's outputs: the norm is its in_scale.
   const auto row_scale = [&](int m) {
-    if constexpr (kIn != GemvInput::kRmsNorm) return in_scale;
+    if constexpr (kIn != GemvInput::kRmsNorm) return 1.0f;
     float sq = 0.0f;
 #pragma unroll
     for (int j = 0; j < kWarps; ++j) sq += partial[j][kMaxM * kRows + m];
@@ -270,7 +265,6 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
   }
   for (int i = threadIdx.x; i < kMaxM * kRows; i += kThreads) {
     const int m = i / kRows, n = n0 + i % kRows;
-    float r2 = 0.0f;  // the norm output: (new residual)² of this output
     if (m < M && n < N) {
       float s = 0.0f;
 #pragma unroll
@@ -279,29 +273,8 @@ __global__ void __launch_bounds__(kThreads, kMaxM == 1 && kIn == GemvInput::kRms
       if (bias) s += __bfloat162float(bias[n]);
       if constexpr (std::is_same_v<OutT, bf16>) {
         if (accumulate) s = __bfloat162float(__float2bfloat16(s)) + prev;  // i == threadIdx.x
-        if (nio.out.gamma) {
-          const bf16 rb = __float2bfloat16(s);
-          const float r = __bfloat162float(rb);
-          nio.out.scaled[static_cast<int64_t>(m) * N + n] =
-              __float2bfloat16(r * __bfloat162float(nio.out.gamma[n]));
-          r2 = r * r;
-        }
       }
       store_out(out + static_cast<int64_t>(m) * N + n, s);
-    }
-    if constexpr (std::is_same_v<OutT, bf16>) {
-      // Σ r² of row m over this CTA's kRows outputs (kRows aligned lanes of one warp; every
-      // i < kMaxM·kRows is here), then one atomic of the group into the row's slot.
-      static_assert(kRows <= 32 && (kRows & (kRows - 1)) == 0, "row groups within a warp");
-      if (nio.out.gamma) {
-        const unsigned lane_i = threadIdx.x & 31;
-        const unsigned group = (kRows == 32 ? 0xffffffffu : ((1u << kRows) - 1u))
-                               << (lane_i & ~(kRows - 1u));
-#pragma unroll
-        for (int o = kRows / 2; o >= 1; o /= 2) r2 += __shfl_xor_sync(group, r2, o);
-        if (i % kRows == 0 && m < M)
-          atomicAdd(nio.out.row_sumsq + m * kNormSumSlots + blockIdx.x % kNormSumSlots, r2);
-      }
     }
   }
 }

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
     gemv_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                     const bf16* __restrict__ bias, OutT* __restrict__ out, int M, int N, int K,
                     const bf16* __restrict__ gamma, float eps, bool accumulate, GemvRope rope,
-                    GemvWeights wq, GemvNormIO nio) {
+                    GemvWeights wq) {
   static_assert(!kPairs || std::is_same_v<OutT, bf16>, "the pair epilogues write bf16");
   constexpr bool kNorm = kIn == GemvInput::kRmsNorm, pairs = kPairs;
   constexpr bool kQuant = kW != GemvWeightFormat::kBF16, kInt4 = kW == GemvWeightFormat::kInt4;
@@ -167,18 +167,8 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
   // With `accumulate`, the epilogue lanes load the old outputs right after the wait, so those
   // loads overlap the weight stream (prev[t][2e + i]: row g + 8e, token t·8 + 2q + i).
   float prev[R][kTiles][4] = {};
-  // kRmsNormRows (nio.in_sumsq): the norms of the lane's tokens t·8 + 2q + i, read after the wait.
-  float in_scale[kTiles][2];
   const auto wait_producer = [&] {
     pdl_wait();
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int m = t * 8 + 2 * q + i;
-        in_scale[t][i] =
-            nio.in_sumsq && ks == 0 && m < M ? norm_rows_scale(nio.in_sumsq, m, K, eps) : 1.0f;
-      }
     if constexpr (std::is_same_v<OutT, bf16>) {
       if (!accumulate || pairs || ks != 0) return;
 #pragma unroll
@@ -412,16 +402,13 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
 
   // Epilogue: lane (g, q) holds, per token tile t and i ∈ {0, 1}, token m = t·8 + 2q + i of row
   // g (acc[t][i]) and row g + 8 (acc[t][2 + i]).
-  const auto row_scale = [&](int t, int i) {
-    if constexpr (!kNorm) return in_scale[t][i];
-    const int m = t * 8 + 2 * q + i;
+  const auto row_scale = [&](int m) {
+    if constexpr (!kNorm) return 1.0f;
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < kKSlices; ++j) s += ss_part[j][m];
     return rsqrtf(s / static_cast<float>(K) + eps);
   };
-  // The norm output (nio.out): Σ r² of the lane's tokens over its rows, r2[t][i].
-  float r2[kTiles][2] = {};
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int tile = tile0 + r;
@@ -431,7 +418,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
       for (int i = 0; i < 2; ++i) {
         const int m = t * 8 + 2 * q + i;
         if (m >= M) continue;
-        const float sc = row_scale(t, i);
+        const float sc = row_scale(m);
         if constexpr (!kPairs) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
@@ -442,14 +429,7 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
             OutT* o = out + static_cast<int64_t>(m) * N + n;
             if constexpr (std::is_same_v<OutT, bf16>) {
               if (accumulate) v = __bfloat162float(__float2bfloat16(v)) + prev[r][t][2 * e + i];
-              const bf16 vb = __float2bfloat16(v);
-              *o = vb;
-              if (nio.out.gamma) {
-                const float rv = __bfloat162float(vb);
-                nio.out.scaled[static_cast<int64_t>(m) * N + n] =
-                    __float2bfloat16(rv * __bfloat162float(nio.out.gamma[n]));
-                r2[t][i] = fmaf(rv, rv, r2[t][i]);
-              }
+              *o = __float2bfloat16(v);
             } else {
               *o = v;
             }
@@ -473,24 +453,6 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
                           rope_sn[r][t][i], rope_cs[r][t][i], rope_slot[r][t][i]);
         }
       }
-    }
-  }
-  if constexpr (!kPairs && std::is_same_v<OutT, bf16>) {
-    if (nio.out.gamma) {  // over the 8 row groups g (lanes q apart by 4), one atomic a token
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          float v = r2[t][i];
-          v += __shfl_xor_sync(0xffffffffu, v, 4);
-          v += __shfl_xor_sync(0xffffffffu, v, 8);
-          v += __shfl_xor_sync(0xffffffffu, v, 16);
-          const int m = t * 8 + 2 * q + i;
-          if (g == 0 && m < M)
-            atomicAdd(nio.out.row_sumsq + m * kNormSumSlots +
-                          (blockIdx.x * kRowTiles + rt) % kNormSumSlots,
-                      v);
-        }
     }
   }
 }

@@ -32,8 +32,7 @@ cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, con
   return detail::launch_pdl(detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
                             dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
                             static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
-                            f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w,
-                            gemv_norm_io(f));
+                            f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
 
 // The tensor-core kernel (gemv_mma.cuh) with quantized weights: one 16-row tile a warp (or
@@ -47,7 +46,7 @@ cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w,
   const auto go = [&](auto kernel) {
     return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
                               static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
-                              f.eps, f.accumulate, f.rope, w, gemv_norm_io(f));
+                              f.eps, f.accumulate, f.rope, w);
   };
   using detail::gemv_mma_kernel;
   if (pairs)
@@ -111,17 +110,14 @@ cudaError_t dispatch(const GemvFusion& f, const bf16* x, const GemvWeights& w, c
   // kFp8OneWarpCtasMin); the plain input int4 the tensor-core kernel (t64r4u1 for groups under
   // 128), fp8 t64r2u2.
   if (M == 1) {
-    // A norm's GEMV (QKV, gate/up), its input fused or as rows: the configurations measured with
-    // the fused input (the rows input runs them as plain kernels).
-    if (f.input != GemvInput::kPlain) {
-      if constexpr (kW == W::kFP8) {
-        if (N / 8 >= kFp8OneWarpCtasMin)
-          return launch<1, 8, 1, 32, kIn, kW>(f, x, w, bias, out, M, N, K, s);
-        if (N / 8 >= kFp8EightRowsCtasMin)
-          return launch<1, 8, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
-      }
-      return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+    if constexpr (kIn == GemvInput::kRmsNorm && kW == W::kFP8) {
+      if (N / 8 >= kFp8OneWarpCtasMin)
+        return launch<1, 8, 1, 32, kIn, kW>(f, x, w, bias, out, M, N, K, s);
+      if (N / 8 >= kFp8EightRowsCtasMin)
+        return launch<1, 8, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     }
+    if constexpr (kIn == GemvInput::kRmsNorm)
+      return launch<1, 4, 2, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
     if constexpr (kW == W::kInt4)
       return mma_ok(w) ? launch_mma<kIn, kW>(f, x, w, bias, out, M, N, K, s)
                        : launch<1, 4, 1, 64, kIn, kW>(f, x, w, bias, out, M, N, K, s);
@@ -184,7 +180,6 @@ bool dispatch_config(const GemvConfig& c, const GemvFusion& f, const bf16* x, co
 template <W kW>
 cudaError_t dispatch_input(const GemvFusion& f, const bf16* x, const GemvWeights& w,
                            const bf16* bias, bf16* out, int M, int N, int K, cudaStream_t s) {
-  // kRmsNormRows runs the plain kernels, their sums scaled by the rows' norms.
   return f.input == GemvInput::kRmsNorm
              ? dispatch<GemvInput::kRmsNorm, kW>(f, x, w, bias, out, M, N, K, s)
              : dispatch<GemvInput::kPlain, kW>(f, x, w, bias, out, M, N, K, s);

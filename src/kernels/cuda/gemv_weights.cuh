@@ -13,16 +13,6 @@
 
 namespace ceiling::cuda::detail {
 
-// The split RMS norm's scale of row m (gemv.h kRmsNormRows): rsqrt(Σ r² / K + eps), Σ over the
-// row's kNormSumSlots partial sums (16-byte aligned). Read after the PDL wait.
-__device__ __forceinline__ float norm_rows_scale(const float* row_sumsq, int m, int K, float eps) {
-  static_assert(kNormSumSlots == 8, "two float4 a row");
-  const float4* p = reinterpret_cast<const float4*>(row_sumsq + m * kNormSumSlots);
-  const float4 a = p[0], b = p[1];
-  const float s = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
-  return rsqrtf(s / static_cast<float>(K) + eps);
-}
-
 template <GemvWeightFormat kW>
 __host__ __device__ constexpr int weight_elems() {
   return kW == GemvWeightFormat::kBF16 ? 8 : kW == GemvWeightFormat::kFP8 ? 16 : 32;
