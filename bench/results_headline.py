@@ -355,7 +355,8 @@ def trace_table(rows):
            "20 back-to-back replays of the timed pass's middle step; per slot of the layer pattern, means over "
            "layers and replays in µs: *exposed* is how far the kernel pushes the step's end past its "
            "predecessors', *duration* runs from its launch, which under PDL starts early and waits; the "
-           "layers' exposed times plus what runs outside them add up to the traced step)", "",
+           "layers' exposed times plus what runs outside them add up to the traced step; a traced run's "
+           "ms/token carries the attached tracer's host cost, so the latency tables above take untraced runs)", "",
            "| model | weights | batch | step µs | per layer µs | outside layers µs | slot | kernel | grid × block "
            "| exposed µs | duration µs | run |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
