@@ -7,7 +7,8 @@
 //
 // A "layer" of the fp8 Llama-3.1-8B at batch 1 as five dependent phases: QKV (25.2 MB), attention
 // (8 CTAs busy ~3 µs, DRAM idle), o (16.8 MB), gate/up (117.4 MB), down (58.7 MB). A stream phase
-// reads its bytes in 16 KB slices (128 threads, 16-byte non-allocating loads) and, after its
+// reads its bytes in slices of 8 16-byte non-allocating loads a thread (16 KB at the default 128
+// threads a CTA; -DPROBE_THREADS=256 / 512 build larger CTAs and slices) and, after its
 // dependency, an 8 KB vector x that the previous phase wrote (the GEMV's input); each slice's
 // XOR goes into the next x. Eight layers of distinct bytes (1.75 GB: no L2 reuse).
 //   chain       one kernel a phase under PDL, as the engine: 2 of a thread's 8 loads before
@@ -20,7 +21,6 @@
 //   stream      all 8 layers' bytes in one kernel (no dependency: the bytes' floor here)
 // One JSON line per variant: µs a layer, median of 50 runs of 8 layers.
 // Built as the CMake target persistent_layer_probe (src/bench/CMakeLists.txt); run on the GPU.
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,14 +32,14 @@
 
 namespace d = ceiling::cuda::detail;
 
-// Threads a CTA (build with -DPROBE_THREADS=256 / 512 for larger CTAs); a thread's 8 loads a slice.
+// Threads a CTA; a slice is 8 loads of each thread.
 #ifndef PROBE_THREADS
 #define PROBE_THREADS 128
 #endif
 constexpr int kThreads = PROBE_THREADS, kPer = 8, kSlice = kThreads * 16 * kPer;
 constexpr int kLayers = 8, kPhases = 5, kAttn = 1, kXWords = 2048;  // x: 8 KB
 constexpr long long kAttnSpin = 6000;                               // ~3 µs
-// Slices of each phase (fp8 bytes of the 8B's projections / 16 KB).
+// Slices of each phase (the fp8 bytes of the 8B's projections / kSlice).
 __host__ __device__ constexpr int slices(int p) {
   constexpr int k16 = kSlice / 16384;  // 16 KB units a slice
   return (p == 0 ? 1536 : p == 2 ? 1024 : p == 3 ? 7168 : p == 4 ? 3584 : 0) / k16;
