@@ -7,9 +7,9 @@ pairs and experiments and stay in the history. Kernel runs: `<tag>_<gpu>_kernels
 files are the graphs-off comparison). The `kv` tag (`latency-<gpu>-<date>r<N>kv-...`) is the KV-cache
 A/B of `bench/run_kvfp8_on_gpu.sh` (bf16 against fp8 at the same batch and input): its own table.
 The `ttft` tag is the time to first token of a long prompt, bf16 against fp8 / int4: its own table.
-Plain runs with a `kernel_trace` (`bench latency --kernel-trace`) give the step's kernel table;
-their host-clock figures carry the attached tracer's host cost (hw/kernel_trace.h: +0.05–0.1 ms a
-step on an H200, r129), so the latency tables take untraced runs only.
+Plain runs with a `kernel_trace` (`bench latency --kernel-trace`) give the step's kernel table.
+Traced runs before `tracer_detached_while_timed` (2026-11-29 r133) kept CUPTI attached while timed,
+which cost the host 0.04–0.1 ms a step (hw/kernel_trace.h): the latency tables skip them.
 """
 import os
 import re
@@ -37,7 +37,7 @@ def tagged(latency, x):
 
 def traced(run):
     """Whether the run's timing ran with the kernel tracer attached (its host figures overstate)."""
-    return isinstance(run.get("kernel_trace"), dict)
+    return isinstance(run.get("kernel_trace"), dict) and not run.get("tracer_detached_while_timed")
 
 
 def run_order(m):
@@ -355,8 +355,7 @@ def trace_table(rows):
            "20 back-to-back replays of the timed pass's middle step; per slot of the layer pattern, means over "
            "layers and replays in µs: *exposed* is how far the kernel pushes the step's end past its "
            "predecessors', *duration* runs from its launch, which under PDL starts early and waits; the "
-           "layers' exposed times plus what runs outside them add up to the traced step; a traced run's "
-           "ms/token carries the attached tracer's host cost, so the latency tables above take untraced runs)", "",
+           "layers' exposed times plus what runs outside them add up to the traced step)", "",
            "| model | weights | batch | step µs | per layer µs | outside layers µs | slot | kernel | grid × block "
            "| exposed µs | duration µs | run |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]

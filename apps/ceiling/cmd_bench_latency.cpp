@@ -205,6 +205,9 @@ int run_latency_bench(LatencyArgs a) {
       {"seed", a.lat.seed},
       // --kernel-trace: where the replayed step's time goes, kernel by kernel (hw/kernel_trace.h).
       {"kernel_trace", r.kernel_trace ? r.kernel_trace->to_json() : nlohmann::json(nullptr)},
+      // CUPTI detached while the steps were timed (hw/kernel_trace.h): the host figures are an
+      // untraced run's. Traced files without it (before 2026-11-29 r133) carry CUPTI's host cost.
+      {"tracer_detached_while_timed", r.kernel_trace.has_value()},
   };
   fmt::print("{} on {}: {} weights, {} KV cache, batch {}, input {}, output {}, graphs {}\n",
              model.config.name, j["gpu"].get<std::string>(), j["weights"].get<std::string>(),
@@ -229,13 +232,7 @@ int run_latency_bench(LatencyArgs a) {
     fmt::print(
         "  middle decode step's graph replayed back to back: {:.3f} ms/step ({:.1f}% of floor)\n",
         r.graph_replay_ms, 100.0 * floor_ms / r.graph_replay_ms);
-  if (r.kernel_trace) {
-    fmt::print("{}", hw::trace_table(*r.kernel_trace));
-    fmt::print(
-        "  note: CUPTI stayed attached through the timed pass (paused): ms/token and the host "
-        "figures carry its host cost (~0.05-0.1 ms a step on an H200); time without "
-        "--kernel-trace for them. The replay and the trace are the GPU's.\n");
-  }
+  if (r.kernel_trace) fmt::print("{}", hw::trace_table(*r.kernel_trace));
   if (!a.out.empty()) {
     std::ofstream f(a.out);
     CEILING_ENSURE(f.good(), "bench latency: cannot write '{}'", a.out);
@@ -282,8 +279,8 @@ std::function<int()> setup_bench_latency(CLI::App& sub) {
   sub.add_option("--kernel-trace", a->lat.kernel_trace_replays,
                  "trace the run with CUPTI and break this many back-to-back replays of the "
                  "decode graph down by kernel: time each kernel adds to the step, per layer slot "
-                 "(JSON field kernel_trace; one GPU; the attached tracer adds host time to "
-                 "ms/token: time without it)")
+                 "(JSON field kernel_trace; one GPU; CUPTI is detached while the steps are "
+                 "timed)")
       ->check(CLI::Range(1, 1000));
   return [a] { return run_latency_bench(*a); };
 }

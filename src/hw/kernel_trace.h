@@ -73,10 +73,11 @@ std::string trace_table(const TraceSummary& s);
 // tracer at a time. CUPTI learns a kernel's name when its module loads, so start the tracer before
 // the kernels of interest first run (the CUDA runtime loads modules lazily, at first launch); a
 // kernel loaded earlier comes back named "?". Launches while tracing cost host time (CUPTI's
-// launch callbacks): pause() around what is timed on the host clock. Paused, CUPTI stays attached
-// and the host still pays for it: on an H200 (r129, 8B decode, batch 1) a step's host time was
-// 0.01–0.03 ms untraced against 0.06–0.13 ms with a paused tracer, the GPU's replay the same —
-// so host-clock figures of a traced run overstate the step (bench latency marks such runs).
+// launch callbacks): pause() around what is timed on the host clock. pause() detaches CUPTI from
+// the process (cuptiFinalize), because merely disabled it still cost the host 0.04–0.1 ms a
+// decode step on an H200 (r129–r130); detached, a traced run's host figures equal an untraced
+// run's (r133: fp8 8B batch 1 2.451 / 2.458 ms a token against 2.434 / 2.460), and the names
+// learned before the pause stay known after resume().
 class KernelTracer {
  public:
   // Throws ceiling::Error when CUPTI cannot be loaded or enabled, or a tracer is alive.
@@ -84,8 +85,8 @@ class KernelTracer {
   ~KernelTracer();  // disables the activity
   KernelTracer(const KernelTracer&) = delete;
   KernelTracer& operator=(const KernelTracer&) = delete;
-  void pause();   // disables the kernel activity (what is collected stays)
-  void resume();  // enables it again
+  void pause();   // disables the kernel activity and detaches CUPTI (what is collected stays)
+  void resume();  // attaches it again and enables the activity
   // Waits for the device, flushes CUPTI's buffers and drops what was collected so far.
   void clear();
   // Waits for the device, flushes and returns what was collected since start() or clear().

@@ -219,8 +219,8 @@ LatencyResult run_latency(
 
   LatencyResult r;
   run_pass(ops, engine, prompts, o, /*timed=*/false, nullptr, r);
-  // The warm-up loaded every kernel under the tracer (names); paused, it still costs the host
-  // time (hw/kernel_trace.h): the JSON and the console say the timing ran traced.
+  // The warm-up loaded every kernel under the tracer (names); paused, CUPTI is detached, so the
+  // timed pass costs the host what an untraced one does (hw/kernel_trace.h).
   if (tracer) tracer->pause();
   run_pass(ops, engine, prompts, o, /*timed=*/true, tracer.get(), r);
   CEILING_ENSURE(!tracer || r.kernel_trace,
