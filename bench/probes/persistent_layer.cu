@@ -49,6 +49,11 @@ struct Layout {
   const char* phase[kLayers][kPhases];
 };
 
+// The x phase (l, p) reads, and the one it writes: two buffers of kXWords, alternating.
+__host__ __device__ inline unsigned* x_of(unsigned* xbuf, int l, int p, bool out) {
+  return xbuf + ((l * kPhases + p + (out ? 1 : 0)) % 2) * kXWords;
+}
+
 __device__ __forceinline__ void load_slice(const char* s, uint4 (&v)[kPer], int from, int to) {
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
@@ -126,9 +131,8 @@ __global__ void __launch_bounds__(kThreads)
   unsigned barrier = 0;
   for (int l = 0; l < kLayers; ++l)
     for (int p = 0; p < kPhases; ++p) {
-      const int step = l * kPhases + p;
-      const unsigned* x = xbuf + (step % 2) * kXWords;
-      unsigned* xout = xbuf + ((step + 1) % 2) * kXWords;
+      const unsigned* x = x_of(xbuf, l, p, false);
+      unsigned* xout = x_of(xbuf, l, p, true);
       if (p == kAttn) {
         if (blockIdx.x < 8) {
           const unsigned a = __ldcg(x + threadIdx.x % 32);
@@ -210,9 +214,8 @@ int main() {
     const double chain_us = probes::median_us(1, [&](int, int) {
       for (int l = 0; l < kLayers; ++l)
         for (int p = 0; p < kPhases; ++p) {
-          const int step = l * kPhases + p;
-          const unsigned* x = xbuf + (step % 2) * kXWords;
-          unsigned* xout = xbuf + ((step + 1) % 2) * kXWords;
+          const unsigned* x = x_of(xbuf, l, p, false);
+          unsigned* xout = x_of(xbuf, l, p, true);
           if (p == kAttn) {
             const probes::PdlLaunch a{dim3(8), dim3(32)};
             cudaLaunchKernelEx(&a.cfg, chain_attn, x, xout);
