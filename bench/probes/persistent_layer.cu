@@ -254,7 +254,8 @@ int main() {
       const int G = sms * k;
       const double us = probes::median_us(1, [&](int, int) {
         cudaMemsetAsync(count, 0, sizeof(unsigned));
-        void* args[] = {&count, const_cast<int*>(&kBarriers)};
+        int n = kBarriers;
+        void* args[] = {&count, &n};
         cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(barriers_only), dim3(G),
                                     dim3(kThreads), args, 0, nullptr);
       });

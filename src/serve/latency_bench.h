@@ -42,8 +42,9 @@ struct LatencyOptions {
   // the bytes of the attention's reads and the new tokens' writes.
   DType kv_dtype = DType::kBF16;
   // > 0: CUPTI is attached before the engine (so it sees every kernel load: names), traces the
-  // warm-up pass, is paused through the timed pass, and traces this many back-to-back replays of
-  // the timed pass's middle decode step (hw/kernel_trace.h). One GPU (CudaOps, graphs) only.
+  // warm-up pass, is detached through the timed pass (its host figures are an untraced run's),
+  // and traces this many back-to-back replays of the timed pass's middle decode step
+  // (hw/kernel_trace.h). One GPU (CudaOps, graphs) only.
   int kernel_trace_replays = 0;
 };
 
