@@ -153,8 +153,8 @@ TEST(AttentionDecode, CapturesInCudaGraph) {
 }
 
 // An fp8 (E4M3) cache: scale 1 (small values land on E4M3 subnormals) and uneven per-tensor
-// scales; block ends, GQA groups, every block size, one and two CTAs an SM, forced splits and
-// merges, a long split context, peaky softmax.
+// scales; block ends, GQA groups, every block size, head dims 64 and 128 (the two fragment
+// layouts and swizzles of fp8_swz), forced splits and merges, a long split context, peaky softmax.
 AttentionSpec fp8(AttentionSpec s, float k_scale, float v_scale) {
   s.fp8_kv = true;
   s.k_scale = k_scale;
@@ -199,12 +199,12 @@ TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
   cuda::DecodePlan plan;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
   EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.max_splits, 1);  // 256 CTAs: two per SM
+  EXPECT_EQ(plan.max_splits, 1);  // 256 CTAs: under 396 slots (three an SM), but not 2 × 256
   sh.num_seqs = 1;
   sh.max_seq_len = 32768;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
   EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.max_splits, 33);  // 8 KV heads × 33 splits: two CTAs per SM
+  EXPECT_EQ(plan.max_splits, 49);  // 8 KV heads × 49 splits: three CTAs per SM
   // A plan for an fp8 cache does not run on a bf16 one (the check precedes any device access).
   int dummy = 0;
   cuda::PagedKvDevice kv{&dummy, &dummy, 4, 16, 8, 128};

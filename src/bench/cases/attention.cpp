@@ -525,18 +525,29 @@ void register_attention_cases(CaseList& out) {
     }
   }
   // fp8 (E4M3) cache, per-tensor scales: the #16 target B=32 ctx 4096 GQA 32/8 d 128 (≥ 85 % of
-  // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=1 ctx 32768 (splits), and a batch of
-  // 64 at ctx 1024 (two CTAs an SM). Prefill reads an fp8 cache with the mma.sync kernel only:
+  // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=1 ctx 32768 (splits), a batch of 64
+  // at ctx 1024, and the decode step of `bench throughput` 1000 × 1024 / 1024 (B=256 at its mean
+  // context, 1536; bf16 beside it). Prefill reads an fp8 cache with the mma.sync kernel only:
   // beside the bf16 mma_sync and auto cases below.
-  for (auto [b, ctx] : {std::pair{32, 4096}, {1, 32768}, {64, 1024}}) {
+  for (auto [b, ctx] : {std::pair{32, 4096}, {1, 32768}, {64, 1024}, {256, 1536}}) {
     AttentionSpec s = uniform(true, b, 1, ctx, 32, 8, 128, 16);
     s.fp8_kv = true;
     s.k_scale = 0.02f;
     s.v_scale = 0.02f;
     out.push_back(make_attention_case(s));
-    if (b == 1) {  // the comparison: one CTA an SM (16 splits) instead of two (33)
-      s.plan_num_sms = 66;
-      s.label = "plan_sms=66";
+    if (b == 1)  // the comparison: 16 and 33 splits instead of 49 (three CTAs an SM)
+      for (int sms : {44, 88}) {
+        s.plan_num_sms = sms;
+        s.label = "plan_sms=" + std::to_string(sms);
+        out.push_back(make_attention_case(s));
+      }
+    if (b == 256) {  // larger cache blocks (longer contiguous runs of K / V), and bf16
+      for (int bs : {32, 64}) {
+        AttentionSpec t = s;
+        t.block_size = bs;
+        out.push_back(make_attention_case(t));
+      }
+      s.fp8_kv = false;
       out.push_back(make_attention_case(s));
     }
   }

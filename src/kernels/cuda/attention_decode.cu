@@ -18,11 +18,28 @@
 // counted with an atomic per group, reset by that last CTA —
 // merges them (one launch, no separate combine kernel).
 //
-// fp8 KV cache (kv_format.h): a warp's cp.async stages hold the E4M3 bytes of its tiles; once a
-// tile has landed the warp converts it into one f16 K/V tile of its own (exact, one cvt a pair:
-// fp8.cuh), laid out as the bf16 path's stages, and the same ldmatrix / mma code runs on it with
-// f16 operands (q converted once, P packed as f16: attention_common.cuh). The scales are folded
-// into the softmax scale (k) and the final normalization (v).
+// fp8 KV cache (kv_format.h): a warp's cp.async stages hold the E4M3 bytes of its tiles, and the
+// mma operands come straight from them, converted in registers (exact, one cvt a pair: fp8.cuh) —
+// no f16 copy of the tile in shared memory. K (the B operand of Q·Kᵀ, k = head dim): lane
+// (g, t) loads 16 bytes of token g of each 8-token half, dims 16(t + 4h) … + 15, and uses them as
+// the fragment's k pairs {2t, 2t + 1} and {2t + 8, 2t + 9} of four k steps; the dot product does
+// not care in which order the head dim is summed, so q's A fragments are loaded in the same
+// permuted order. V (the B operand of P·V, k = token, n = head dim): lane g owns dims
+// g·D/8 … + D/8 − 1 (n-tile j is dim g·D/8 + j), loads them for tokens 2t, 2t + 1, 2t + 8, 2t + 9
+// and pairs the tokens' bytes with a PRMT before the cvt; the output's dims are put back in the
+// merge. The stage's 16-byte chunks are XOR-swizzled (fp8_swz) so both reads are conflict-free at
+// D = 128. q is converted to f16 once and P packed as f16 (attention_common.cuh); the scales are
+// folded into the softmax scale (k) and the final normalization (v). With no converted tiles a
+// warp needs only its stages: 16 KB at D = 128, three CTAs an SM.
+//
+// Why (H200, batch 256, context ~1580, 8 KV heads, D = 128; bench/lowprec_notes.md r135–r140):
+// the first fp8 kernel converted each landed stage into an f16 tile in shared memory and ran the
+// bf16 path's ldmatrix / mma on it — 96 KB a CTA, two CTAs an SM, 305 µs a layer for 830 MB (60 %
+// of read) against the bf16 cache's 380 µs for 1.66 GB (97 %): each warp's per-tile chain was the
+// limit, 8 warps an SM to hide it. Direct fragments, three CTAs an SM: 246 µs alone (ncu: 7.25
+// cycles a warp between instructions, 37 % of issue slots used — still the chain); then the O
+// rescale skipped when no row's maximum grew and Q·Kᵀ in four mma chains (both paths): 196 µs
+// alone (91 % of read), 205 µs a layer in the step.
 //
 // Launched with PDL (pdl.cuh); the next kernel may launch once every CTA has started. In the
 // 4-stage kernels a warp issues its first 3 tiles' copies before waiting on the previous kernel
@@ -50,11 +67,11 @@ constexpr int kTile = 16;  // tokens per warp tile
 // CTA slots the split heuristic fills: one per SM. Two fit (96 KB of shared memory each), but
 // measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
-// and fewer splits mean a shorter merge. An fp8 cache: two. Its CTA converts every tile before
-// the mma (more instructions per byte): with one CTA an SM (8 stages) an H100 read 51 % of its
-// bandwidth at B=1 ctx 32768 (r44, 42.3 µs), latency-bound on the 4 warps' dependent chains.
+// and fewer splits mean a shorter merge. An fp8 cache: its CTA converts every operand before the
+// mma (more instructions per byte, a longer chain per tile), so as many CTAs as fit (three at
+// 64 KB): H200 r139, B=1 ctx 32768, 49 splits (three CTAs an SM) 22.1 µs, 33 26.8, 16 35.6.
 constexpr int split_slots_per_sm(KvFormat f) {
-  return f == KvFormat::kFP8 ? 2 : 1;
+  return f == KvFormat::kFP8 ? 3 : 1;
 }
 // Default shortest split. Measured on an H100 (batch 1, 8 KV heads, ctx 256, bench r9): one split
 // per head (8 CTAs, 4 tiles per warp) 5.07 µs against 6.23 µs for 4 splits of 64 (one tile per
@@ -83,13 +100,39 @@ template <int D, bool kFp8>
 constexpr int stage_tile_bytes() {
   return kTile * D * (kFp8 ? 1 : 2);
 }
+// The warps' merge rows in shared memory are D + kORowPad floats apart: with D alone every lane's
+// store of one accumulator hit the same bank (fp8's dims 2t·D/8 + j: 32-way, bf16's: 8-way).
+constexpr int kORowPad = 4;
+
 template <int D, int kStages, bool kFp8>
 constexpr int decode_smem_bytes() {
-  // Per warp: the stages, plus (fp8) the converted f16 K and V tiles.
-  constexpr int pipe =
-      kWarps * (kStages * 2 * stage_tile_bytes<D, kFp8>() + (kFp8 ? 2 * kTile * D * 2 : 0));
-  constexpr int merge = kWarps * 16 * D * 4 + kWarps * 16 * 2 * 4;
+  constexpr int pipe = kWarps * kStages * 2 * stage_tile_bytes<D, kFp8>();  // per warp: its stages
+  constexpr int merge = kWarps * 16 * (D + kORowPad) * 4 + kWarps * 16 * 2 * 4;
   return pipe > merge ? pipe : merge;
+}
+
+// Byte offset of (row, 16-byte chunk) in an E4M3 stage tile (D bytes a row): chunks XOR-swizzled
+// so that the K reads (lanes g, g + 1 of a phase: chunks t + 4h of two rows) and the V reads
+// (rows 2t [+ 1, + 8, + 9] of four lanes t, chunk g of two lanes g) hit distinct banks. D = 64:
+// conflict-free for K, 2-way for V (two 64-byte rows share a 128-byte bank line).
+template <int D>
+__device__ __forceinline__ uint32_t fp8_swz(int row, int chunk) {
+  const int x = D == 128 ? (row & 6) ^ ((row & 1) << 2) : (row >> 1) & 3;
+  return static_cast<uint32_t>(row * D + ((chunk ^ x) << 4));
+}
+
+// Words a and b (4 E4M3 values each: tokens a and b at 4 dims) as f16 pairs by dim: o[i] =
+// (byte i of a, byte i of b). Two PRMT and four cvt.
+__device__ __forceinline__ void fp8_pair_tokens(uint32_t a, uint32_t b, uint32_t (&o)[4]) {
+  uint32_t p[2];
+  asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(p[0]) : "r"(a), "r"(b));
+  asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(p[1]) : "r"(a), "r"(b));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(p[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+    o[i] = static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+  }
 }
 
 // A sequence of `len` tokens: as many splits (≤ max_splits) as keep each ≥ min_split tokens,
@@ -106,9 +149,8 @@ __device__ __forceinline__ Split split_for(int len, int min_split, int max_split
 template <int D, int BS, int kStages, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
-  constexpr int kEb = kFp8 ? 1 : 2;          // bytes per cached value
-  constexpr int kChunks = D * kEb / 16;      // 16-byte chunks per cached row
-  constexpr int kTileBytes = kTile * D * 2;  // a 16-bit tile (what ldmatrix reads)
+  constexpr int kEb = kFp8 ? 1 : 2;      // bytes per cached value
+  constexpr int kChunks = D * kEb / 16;  // 16-byte chunks per cached row
   constexpr int kStageTile = stage_tile_bytes<D, kFp8>();
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -142,9 +184,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   const int my_tiles = warp < n_tiles ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
   const int g = lane / 4, t = lane % 4;
 
-  // This warp's K/V stages, then (fp8) its converted f16 K and V tiles.
-  uint8_t* wsm = smem + warp * (kStages * 2 * kStageTile + (kFp8 ? 2 * kTileBytes : 0));
-  const uint32_t cvt_k = smem_addr(wsm + kStages * 2 * kStageTile), cvt_v = cvt_k + kTileBytes;
+  // This warp's K/V stages.
+  uint8_t* wsm = smem + warp * kStages * 2 * kStageTile;
   const char* kbase = static_cast<const char*>(p.k);
   const char* vbase = static_cast<const char*>(p.v);
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks;
@@ -168,33 +209,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
       const int c = lane + 32 * j, row = c / kChunks, ch = c % kChunks;
       const bool ok = page_ok && ts + row < t1;
       const int64_t off = base + (row * kChunks + ch) * 16;
-      // bf16: swizzled for ldmatrix; fp8: row-major (the conversion reads it by chunks).
-      const uint32_t dst = kFp8 ? static_cast<uint32_t>(c * 16) : swz<D>(row, ch);
+      // bf16: swizzled for ldmatrix; fp8: for the fragment reads (fp8_swz).
+      const uint32_t dst = kFp8 ? fp8_swz<D>(row, ch) : swz<D>(row, ch);
       cp_async16(ks + dst, kbase + off, ok);
       cp_async16(vs + dst, vbase + off, ok);
     }
   };
-  // fp8: the landed stage's E4M3 tiles into the warp's f16 tiles (swizzled as a bf16 stage).
-  auto convert_tile = [&](int stage) {
-    const uint8_t* src = wsm + stage * 2 * kStageTile;
-#pragma unroll
-    for (int j = 0; j < kTile * kChunks / 32; ++j) {
-      const int c = lane + 32 * j, row = c / kChunks, ch = c % kChunks;
-#pragma unroll
-      for (int kv = 0; kv < 2; ++kv) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(src + kv * kStageTile + c * 16);
-        const uint32_t dst = kv ? cvt_v : cvt_k;
-        const uint4 lo = detail::fp8x8_f16(raw.x, raw.y);
-        const uint4 hi = detail::fp8x8_f16(raw.z, raw.w);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swz<D>(row, 2 * ch)),
-                     "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w));
-        asm volatile(
-            "st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + swz<D>(row, 2 * ch + 1)),
-            "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w));
-      }
-    }
-  };
-
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -205,7 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   // the 4-stage kernels: with a bf16 cache those are the grids of at most one CTA an SM, where
   // every CTA is resident early (H200 r122, batch 1 / 16: the attention's share of a step −0.8 to
   // −1.4 µs a layer); past one wave only the first wave could issue early, and batch 64 (3 stages,
-  // 512 CTAs) measured no gain. An fp8 cache always runs 4 stages (2 CTAs an SM): early too.
+  // 512 CTAs) measured no gain. An fp8 cache always runs 4 stages (3 CTAs an SM): early too.
   const auto prologue = [&] {
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
@@ -227,14 +247,17 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     const bool r0 = g < rows, r1 = g + 8 < rows;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const int c = kk * 16 + 2 * t;
+      // bf16: k pairs {2t, 2t + 1} and {2t + 8, 2t + 9} of step kk; fp8: the K fragments' order,
+      // dims 16(t + 4h) + 4m + {0, 1} and {2, 3} for step kk = 4h + m.
+      const int c = kFp8 ? 16 * (t + 4 * (kk / 4)) + 4 * (kk % 4) : kk * 16 + 2 * t;
+      const int c2 = kFp8 ? c + 2 : c + 8;
       auto ld = [&](bool ok, int row, int col) -> uint32_t {
         return ok ? *reinterpret_cast<const uint32_t*>(qb + row * D + col) : 0u;
       };
       qf[kk][0] = ld(r0, g, c);
       qf[kk][1] = ld(r1, g + 8, c);
-      qf[kk][2] = ld(r0, g, c + 8);
-      qf[kk][3] = ld(r1, g + 8, c + 8);
+      qf[kk][2] = ld(r0, g, c2);
+      qf[kk][3] = ld(r1, g + 8, c2);
       if constexpr (kFp8)
         for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
     }
@@ -245,31 +268,56 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     cp_async_commit();
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kStageTile), vs = ks + kTileBytes;
-    if constexpr (kFp8) {
-      convert_tile(i % kStages);
-      __syncwarp();
-      ks = cvt_k;
-      vs = cvt_v;
-    }
+    const uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kStageTile), vs = ks + kStageTile;
     const int ts = t0 + (warp + i * kWarps) * kTile;
 
-    // S[16 q rows][16 tokens] = Q · K^T
-    float sc[2][4] = {};
+    // S[16 q rows][16 tokens] = Q · K^T, in two accumulators a half (sd: the odd k steps of
+    // bf16, the second 16-byte load of fp8 at D = 128): four mma chains of D/32 instead of two
+    // of D/16.
+    float sc[2][4] = {}, sd[2][4] = {};
+    if constexpr (kFp8) {
+      // Plain loads (not asm): the compiler keeps them after the cp.async wait and may issue
+      // them all before the first mma.
+      const uint8_t* kt = wsm + (i % kStages) * 2 * kStageTile;
+      uint4 kraw[2][kChunks / 4];
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t b[4];
-      ldmatrix_x4(ks + swz<D>((lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2), b);
-      mma_t<kFp8>(sc[0], qf[kk], b[0], b[1]);
-      mma_t<kFp8>(sc[1], qf[kk], b[2], b[3]);
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int h = 0; h < kChunks / 4; ++h)
+          kraw[nt][h] = *reinterpret_cast<const uint4*>(kt + fp8_swz<D>(nt * 8 + g, t + 4 * h));
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int h = 0; h < kChunks / 4; ++h) {
+          float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
+          const uint4 raw = kraw[nt][h];
+          const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
+          mma_16816_f16(acc, qf[4 * h], lo.x, lo.y);
+          mma_16816_f16(acc, qf[4 * h + 1], lo.z, lo.w);
+          mma_16816_f16(acc, qf[4 * h + 2], hi.x, hi.y);
+          mma_16816_f16(acc, qf[4 * h + 3], hi.z, hi.w);
+        }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t b[4];
+        ldmatrix_x4(ks + swz<D>((lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2), b);
+        mma_16816(kk % 2 ? sd[0] : sc[0], qf[kk], b[0], b[1]);
+        mma_16816(kk % 2 ? sd[1] : sc[1], qf[kk], b[2], b[3]);
+      }
     }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[nt][e] += sd[nt][e];
     float mx0 = -INFINITY, mx1 = -INFINITY;
+    const bool full = ts + kTile <= t1;  // warp-uniform: only a split's last tile is masked
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int tok = ts + nt * 8 + 2 * t + (e & 1);
-        const float x = tok < t1 ? sc[nt][e] * p.scale_log2 : -INFINITY;
+        const float x = full || tok < t1 ? sc[nt][e] * p.scale_log2 : -INFINITY;
         sc[nt][e] = x;
         if (e < 2)
           mx0 = fmaxf(mx0, x);
@@ -295,16 +343,49 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     l1 = l1 * a1 + ps1;
     const uint32_t pa[4] = {pack_t<kFp8>(sc[0][0], sc[0][1]), pack_t<kFp8>(sc[0][2], sc[0][3]),
                             pack_t<kFp8>(sc[1][0], sc[1][1]), pack_t<kFp8>(sc[1][2], sc[1][3])};
-    // O = O·alpha + P · V
+    // O = O·alpha + P · V. alpha is exactly 1 for a row whose maximum did not grow (most tiles
+    // once the first have set it): the D/2 products are skipped when no row of the warp needs
+    // them (a warp-uniform branch; the values are the same bits either way).
+    if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      o[2 * dp][0] *= a0, o[2 * dp][1] *= a0, o[2 * dp][2] *= a1, o[2 * dp][3] *= a1;
-      o[2 * dp + 1][0] *= a0, o[2 * dp + 1][1] *= a0, o[2 * dp + 1][2] *= a1,
-          o[2 * dp + 1][3] *= a1;
-      uint32_t b[4];
-      ldmatrix_x4_trans(vs + swz<D>((lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
-      mma_t<kFp8>(o[2 * dp], pa, b[0], b[1]);
-      mma_t<kFp8>(o[2 * dp + 1], pa, b[2], b[3]);
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+      }
+    }
+    if constexpr (kFp8) {
+      // Tokens 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) at this lane's D/8 dims: n-tile j is
+      // dim g·D/8 + j.
+      constexpr int kWords = D / 32;  // 4-byte words of a lane's dims in one token row
+      uint32_t rv[4][kWords];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int tok = 2 * t + (r & 1) + 8 * (r >> 1);
+        const uint8_t* src = wsm + (i % kStages) * 2 * kStageTile + kStageTile +
+                             fp8_swz<D>(tok, g * kWords / 4) + (D == 64 ? (g % 2) * 8 : 0);
+        if constexpr (kWords == 4) {
+          const uint4 x = *reinterpret_cast<const uint4*>(src);
+          rv[r][0] = x.x, rv[r][1] = x.y, rv[r][2] = x.z, rv[r][3] = x.w;
+        } else {
+          const uint2 x = *reinterpret_cast<const uint2*>(src);
+          rv[r][0] = x.x, rv[r][1] = x.y;
+        }
+      }
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        uint32_t b0[4], b1[4];
+        fp8_pair_tokens(rv[0][w], rv[1][w], b0);
+        fp8_pair_tokens(rv[2][w], rv[3][w], b1);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mma_16816_f16(o[4 * w + e], pa, b0[e], b1[e]);
+      }
+    } else {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(vs + swz<D>((lane % 8) + ((lane / 8) % 2) * 8, dp * 2 + lane / 16), b);
+        mma_16816(o[2 * dp], pa, b[0], b[1]);
+        mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
+      }
     }
     __syncwarp();
   }
@@ -312,17 +393,25 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
 
-  // Merge the 4 warps: sm_o [warp][16][D] fp32, sm_m / sm_l [warp][16].
+  // Merge the 4 warps: sm_o [warp][16][D + kORowPad] fp32, sm_m / sm_l [warp][16].
+  constexpr int kORow = D + kORowPad;
   __syncthreads();
   float* sm_o = reinterpret_cast<float*>(smem);
-  float* sm_m = sm_o + kWarps * 16 * D;
+  float* sm_m = sm_o + kWarps * 16 * kORow;
   float* sm_l = sm_m + kWarps * 16;
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
-    const int col = dt * 8 + 2 * t;
-    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g) * D + col) = make_float2(o[dt][0], o[dt][1]);
-    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g + 8) * D + col) =
-        make_float2(o[dt][2], o[dt][3]);
+    float* r0 = sm_o + (warp * 16 + g) * kORow;
+    float* r1 = r0 + 8 * kORow;
+    if constexpr (kFp8) {
+      // n-tile dt, columns 2t and 2t + 1: dims 2t·D/8 + dt and (2t + 1)·D/8 + dt.
+      const int c0 = 2 * t * (D / 8) + dt, c1 = c0 + D / 8;
+      r0[c0] = o[dt][0], r0[c1] = o[dt][1], r1[c0] = o[dt][2], r1[c1] = o[dt][3];
+    } else {
+      const int col = dt * 8 + 2 * t;
+      *reinterpret_cast<float2*>(r0 + col) = make_float2(o[dt][0], o[dt][1]);
+      *reinterpret_cast<float2*>(r1 + col) = make_float2(o[dt][2], o[dt][3]);
+    }
   }
   if (t == 0) {
     sm_m[warp * 16 + g] = m0;
@@ -342,7 +431,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     for (int w = 0; w < kWarps; ++w) {
       const float f = exp2_fast(mw[w] - mx);  // a warp without tiles has m = -inf: weight 0
       sum += f * sm_l[w * 16 + r];
-      const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * 16 + r) * D + c);
+      const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * 16 + r) * kORow + c);
       acc.x += f * x.x, acc.y += f * x.y, acc.z += f * x.z, acc.w += f * x.w;
     }
     const float inv = p.out_scale / sum;
@@ -458,7 +547,9 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   pl.max_splits = splits;
   // Measured (H200, same machine, run 11 of bench/attention_notes.md): 4 stages beat 3 by
   // ~5 % at B=1 ctx 32768 and B=8 ctx 8192; 6 gained nothing more. An fp8 cache: 4 stages of
-  // half the bytes plus the converted tiles, 96 KB at head_dim 128, so two CTAs fit an SM.
+  // half the bytes, 64 KB at head_dim 128, so three CTAs fit an SM (registers allow three too);
+  // 6 stages (96 KB, two CTAs) measured slower at B=256 ctx 1536 (H200 r139: 204.0 against
+  // 196.1 µs) and B=64 ctx 1024 (42.0 against 40.5).
   if (shape.kv_format == KvFormat::kFP8)
     pl.stages = 4;
   else
