@@ -83,17 +83,25 @@ def latest_throughput(throughput):
     return best
 
 
+def throughput_weights(what, run):
+    """The projections' format: the file's `weights` field (since 2026-11-29 r140), else its name's tag."""
+    if "weights" in run:
+        return str(run["weights"])
+    tags = what.split("-")
+    return "fp8" if "fp8" in tags else "int4" if "int4" in tags else "bf16"
+
+
 def throughput_table(runs):
     """One row per workload: measured against the roofline's prediction of the same workload."""
     out = ["**Offline throughput** (`ceiling bench throughput`: every request at once, EOS ignored; "
            "predicted = `roofline/throughput.h` at the run's measured ceilings and KV capacity)", "",
-           "| model | dataset | prompts × in / out | KV cache | prefix caching | output tok/s | predicted | "
-           "measured / predicted | mean batch | preemptions | prefix hit rate | run |", "|" + "---|" * 12]
+           "| model | weights | dataset | prompts × in / out | KV cache | prefix caching | output tok/s | predicted | "
+           "measured / predicted | mean batch | preemptions | prefix hit rate | run |", "|" + "---|" * 13]
     for what, (name, r) in sorted(runs.items()):
         pred = r.get("predicted_output_tokens_per_s")
         tps = r.get("output_tokens_per_s")
         out.append("| " + " | ".join([
-            str(r.get("model", "")), str(r.get("dataset", "")),
+            str(r.get("model", "")), throughput_weights(what, r), str(r.get("dataset", "")),
             f"{r.get('num_prompts', '')} × {r.get('input_len', '')} / {r.get('output_len', '')}",
             str(r.get("kv_cache_dtype", "bf16")), "on" if r.get("engine", {}).get("prefix_caching") else "off", fmt(tps, ".0f"), fmt(pred, ".0f"),
             fmt(tps / pred if pred and tps else None, ".2f"), fmt(r.get("mean_batch_size"), ".1f"),

@@ -142,6 +142,7 @@ for k in ["model", "gpu", "num_prompts", "input_len", "output_len", "elapsed_s",
           "prefix_cache_hit_rate", "peak_kv_usage", "predicted_output_tokens_per_s"]:
     assert k in on, k
 assert on["num_prompts"] == 24 and on["output_tokens_per_s"] > 0
+assert on["weights"] == "bf16" and on["kv_cache_dtype"] == "bf16", (on["weights"], on["kv_cache_dtype"])
 assert on["prefix_cache_hit_rate"] > 0.5, on["prefix_cache_hit_rate"]
 assert off["prefix_cache_hit_rate"] == 0
 assert on["outputs_hash"] == off["outputs_hash"]
