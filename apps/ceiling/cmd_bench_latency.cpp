@@ -131,9 +131,7 @@ int run_latency_bench(LatencyArgs a) {
       {"model_dir", a.model},
       {"gpu", dev.value("gpu", "unknown")},
       {"batch", a.lat.batch},
-      {"weights", weight_format_name(a.lat.weights) == std::string("dense")
-                      ? "bf16"
-                      : weight_format_name(a.lat.weights)},
+      {"weights", bench_weights_name(a.lat.weights)},
       {"group_size", a.lat.group_size},
       {"kv_cache_dtype", a.lat.kv_dtype == DType::kF8E4M3 ? "fp8" : "bf16"},
       {"tensor_parallel_size", a.tp},

@@ -139,10 +139,6 @@ int run_throughput_bench(const ThroughputArgs& a) {
   }
   const serve::ThroughputRun r = serve::run_throughput(engine, w);
   const double out_tps = r.output_tokens / r.elapsed_s;
-  // The projections' format, as bench latency names it (a dense model's is "bf16").
-  const std::string weights_name = lm.model.weights.quant_format() == WeightFormat::kDense
-                                       ? "bf16"
-                                       : weight_format_name(lm.model.weights.quant_format());
   nlohmann::json j = {
       {"tool", "ceiling bench throughput"},
       {"model", mc.name},
@@ -153,7 +149,7 @@ int run_throughput_bench(const ThroughputArgs& a) {
       {"input_len", in_tokens / static_cast<int64_t>(w.prompts.size())},
       {"output_len", out_tokens / static_cast<int64_t>(w.prompts.size())},
       {"prefix_len", prefix},
-      {"weights", weights_name},
+      {"weights", bench_weights_name(lm.model.weights.quant_format())},
       {"kv_cache_dtype", lm.primary().kv_dtype() == DType::kF8E4M3 ? "fp8" : "bf16"},
       {"elapsed_s", r.elapsed_s},
       {"requests_per_s", r.num_requests / r.elapsed_s},

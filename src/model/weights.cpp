@@ -41,6 +41,10 @@ const char* weight_format_name(WeightFormat f) {
   return "?";
 }
 
+const char* bench_weights_name(WeightFormat f) {
+  return f == WeightFormat::kDense ? "bf16" : weight_format_name(f);
+}
+
 const TensorView& LayerWeights::dense(Proj p) const {
   switch (p) {
     case kQProj:

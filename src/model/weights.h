@@ -45,6 +45,9 @@ enum class WeightFormat : uint8_t {
   kInt4,   // unsigned 4-bit values with a scale and a zero point per group of G inputs
 };
 const char* weight_format_name(WeightFormat f);  // "dense", "fp8", "int4"
+// The `weights` field of the bench JSONs: "bf16" for dense projections (what the GPU engine
+// computes them in), else weight_format_name.
+const char* bench_weights_name(WeightFormat f);
 
 // A low-precision linear weight W [N, K] (N = out_features, K = in_features) in ceiling's CPU
 // layout; every checkpoint layout (compressed-tensors, fbgemm_fp8, AWQ, GPTQ) is converted to it

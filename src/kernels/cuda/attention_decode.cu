@@ -268,7 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     cp_async_commit();
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    const uint32_t ks = smem_addr(wsm + (i % kStages) * 2 * kStageTile), vs = ks + kStageTile;
+    const uint8_t* stage = wsm + (i % kStages) * 2 * kStageTile;  // K tile, then V tile
+    const uint32_t ks = smem_addr(stage), vs = ks + kStageTile;
     const int ts = t0 + (warp + i * kWarps) * kTile;
 
     // S[16 q rows][16 tokens] = Q · K^T, in two accumulators a half (sd: the odd k steps of
@@ -278,13 +279,12 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     if constexpr (kFp8) {
       // Plain loads (not asm): the compiler keeps them after the cp.async wait and may issue
       // them all before the first mma.
-      const uint8_t* kt = wsm + (i % kStages) * 2 * kStageTile;
       uint4 kraw[2][kChunks / 4];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int h = 0; h < kChunks / 4; ++h)
-          kraw[nt][h] = *reinterpret_cast<const uint4*>(kt + fp8_swz<D>(nt * 8 + g, t + 4 * h));
+          kraw[nt][h] = *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -360,8 +360,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int tok = 2 * t + (r & 1) + 8 * (r >> 1);
-        const uint8_t* src = wsm + (i % kStages) * 2 * kStageTile + kStageTile +
-                             fp8_swz<D>(tok, g * kWords / 4) + (D == 64 ? (g % 2) * 8 : 0);
+        const uint8_t* src =
+            stage + kStageTile + fp8_swz<D>(tok, g * kWords / 4) + (D == 64 ? (g % 2) * 8 : 0);
         if constexpr (kWords == 4) {
           const uint4 x = *reinterpret_cast<const uint4*>(src);
           rv[r][0] = x.x, rv[r][1] = x.y, rv[r][2] = x.z, rv[r][3] = x.w;
