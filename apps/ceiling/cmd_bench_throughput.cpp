@@ -30,7 +30,7 @@ struct ThroughputArgs {
   int num_prompts = 1000, input_len = 1024, output_len = 128;
   std::optional<int> prefix_len;
   uint64_t seed = 0;
-  bool quick_ceilings = false, no_warmup = false;
+  bool quick_ceilings = false, no_warmup = false, trace_prefill_step = false;
   EngineFlags engine;
 };
 
@@ -76,6 +76,12 @@ int run_throughput_bench(const ThroughputArgs& a) {
     in_tokens += static_cast<int64_t>(w.prompts[i].size());
     out_tokens += w.params[i].max_tokens;
   }
+  CEILING_ENSURE(!a.trace_prefill_step || (lm.primary().name() != "cpu" && !lm.tp),
+                 "bench throughput --kernel-trace-prefill-step: one GPU only (--device cuda, "
+                 "--tensor-parallel-size 1)");
+  // Before the engine and the warm-up: CUPTI learns kernel names as their modules load.
+  std::unique_ptr<hw::KernelTracer> tracer;
+  if (a.trace_prefill_step) tracer = hw::KernelTracer::start();
   serve::EngineConfig ec = engine_config(a.engine);
   if (!a.engine.max_model_len) ec.max_model_len = static_cast<int>(max_need);
   const std::unique_ptr<serve::Engine> engine_ptr = lm.make_engine(ec);
@@ -137,7 +143,17 @@ int run_throughput_bench(const ThroughputArgs& a) {
                                                   std::min(a.output_len, 8), 0, a.seed + 0x5eed);
     serve::run_throughput(engine, warm);
   }
-  const serve::ThroughputRun r = serve::run_throughput(engine, w);
+  if (tracer) tracer->pause();  // detached: untraced steps cost the host nothing more
+  const serve::ThroughputRun r = serve::run_throughput(engine, w, tracer.get());
+  const auto step_times = [](const serve::StepTimes& t) {
+    return nlohmann::json{{"steps", t.steps}, {"seconds", t.seconds}, {"tokens", t.tokens}};
+  };
+  nlohmann::json prefill_trace = nullptr;
+  if (r.prefill_step_trace)
+    prefill_trace = {{"step", r.traced_step},
+                     {"seqs", r.traced_seqs},
+                     {"tokens", r.traced_tokens},
+                     {"trace", r.prefill_step_trace->to_json()}};
   const double out_tps = r.output_tokens / r.elapsed_s;
   nlohmann::json j = {
       {"tool", "ceiling bench throughput"},
@@ -171,6 +187,13 @@ int run_throughput_bench(const ThroughputArgs& a) {
         {"forward_call", r.forward_s},
         {"sample_wait", r.sample_s},
         {"outputs", r.output_s}}},
+      // Host clock of each step() by kind: every sequence decoding, or prefill chunks carried.
+      {"step_times_s",
+       {{"decode_only", step_times(r.decode_steps)},
+        {"with_prefill", step_times(r.prefill_steps)}}},
+      // --kernel-trace-prefill-step: one steady-state step carrying prefill, kernel by kernel
+      // (hw/kernel_trace.h; eager, so CUPTI's launch cost may add idle gaps between kernels).
+      {"prefill_step_trace", prefill_trace},
       {"prompt_tokens", r.prompt_tokens},
       {"output_tokens", r.output_tokens},
       {"engine",
@@ -209,6 +232,19 @@ int run_throughput_bench(const ThroughputArgs& a) {
       "  host: schedule {:.2f} s, StepBatch {:.2f} s, forward call {:.2f} s, outputs {:.2f} s; "
       "sampling incl. device wait {:.2f} s\n",
       r.schedule_s, r.build_s, r.forward_s, r.output_s, r.sample_s);
+  fmt::print(
+      "  steps: {} decode-only in {:.2f} s ({:.2f} ms each); {} with prefill in {:.2f} s ({:.2f} "
+      "ms each, {:.0f} tokens each)\n",
+      r.decode_steps.steps, r.decode_steps.seconds,
+      1e3 * r.decode_steps.seconds / std::max<int64_t>(r.decode_steps.steps, 1),
+      r.prefill_steps.steps, r.prefill_steps.seconds,
+      1e3 * r.prefill_steps.seconds / std::max<int64_t>(r.prefill_steps.steps, 1),
+      static_cast<double>(r.prefill_steps.tokens) / std::max<int64_t>(r.prefill_steps.steps, 1));
+  if (r.prefill_step_trace)
+    fmt::print("  traced step {} ({} sequences, {} tokens):\n{}", r.traced_step, r.traced_seqs,
+               r.traced_tokens, hw::trace_table(*r.prefill_step_trace));
+  else if (tracer)
+    fmt::print("  --kernel-trace-prefill-step: no steady-state step with prefill was found\n");
   if (!predicted.is_null())
     fmt::print(
         "  predicted {:.1f} output tok/s (concurrency {}, limited by {}); measured/predicted "
@@ -244,6 +280,9 @@ std::function<int()> setup_bench_throughput(CLI::App& sub) {
   sub.add_option("--out", a->out, "write the result JSON here");
   sub.add_flag("--quick-ceilings", a->quick_ceilings, "measure read bandwidth over 1 GiB, not 4");
   sub.add_flag("--no-warmup", a->no_warmup, "skip the warm-up workload");
+  sub.add_flag("--kernel-trace-prefill-step", a->trace_prefill_step,
+               "trace the kernels of one steady-state step that carries prefill chunks (CUPTI; "
+               "JSON field prefill_step_trace; one GPU)");
   add_engine_flags(sub, a->engine);
   add_tensor_parallel_flags(sub, a->engine);
   return [a] { return run_throughput_bench(*a); };

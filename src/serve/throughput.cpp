@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <unordered_map>
@@ -35,7 +36,7 @@ Workload random_workload(int vocab, int num_prompts, int input_len, int output_l
   return w;
 }
 
-ThroughputRun run_throughput(Engine& engine, const Workload& w) {
+ThroughputRun run_throughput(Engine& engine, const Workload& w, hw::KernelTracer* tracer) {
   CEILING_ENSURE(!engine.has_unfinished(), "bench throughput: the engine is busy");
   const EngineStats s0 = engine.stats();
   const int64_t pre0 = engine.scheduler().num_preemptions();
@@ -49,11 +50,51 @@ ThroughputRun run_throughput(Engine& engine, const Workload& w) {
     r.prompt_tokens += static_cast<int64_t>(w.prompts[i].size());
   }
   engine.reset_peak_kv_usage();
+  const int half = std::max(1, engine.config().max_num_seqs / 2);
+  bool finished_last = false;  // a request finished in the previous step
+  int tries = 0;               // traced steps that turned out to be decode-only
   while (engine.has_unfinished()) {
-    for (const RequestOutput& o : engine.step()) {
+    // A step admits waiting prompts once running ones finish: then it likely carries prefill.
+    const bool trace = tracer && !r.prefill_step_trace && tries < 64 &&
+                       engine.num_running() >= half && engine.num_waiting() > 0 && finished_last;
+    if (trace) {
+      tracer->resume();
+      tracer->clear();
+    }
+    const EngineStats before = engine.stats();
+    const auto t_step = std::chrono::steady_clock::now();
+    const std::vector<RequestOutput> outs = engine.step();
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count();
+    const EngineStats& after = engine.stats();
+    const int64_t seqs = after.batch_size_sum - before.batch_size_sum;
+    const int64_t tokens = after.scheduled_tokens - before.scheduled_tokens;
+    // Decodes are the one-token sequences; a prefill chunk of one token counts as one (rare).
+    StepTimes& kind = tokens > seqs ? r.prefill_steps : r.decode_steps;
+    ++kind.steps;
+    kind.seconds += dt;
+    kind.tokens += tokens;
+    if (trace) {
+      std::vector<hw::KernelRecord> records = tracer->collect();
+      tracer->pause();
+      if (tokens > seqs && seqs >= half) {
+        r.prefill_step_trace =
+            hw::summarize_replays(std::move(records), 1, engine.runner().model_config().num_layers);
+        r.traced_step = static_cast<int>(after.steps - s0.steps);
+        r.traced_seqs = static_cast<int>(seqs);
+        r.traced_tokens = static_cast<int>(tokens);
+      } else {
+        ++tries;
+      }
+    }
+    finished_last = false;
+    for (const RequestOutput& o : outs) {
       auto& out = r.outputs[index.at(o.id)];
       out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-      if (o.finished) ++r.num_requests;
+      if (o.finished) {
+        ++r.num_requests;
+        finished_last = true;
+      }
     }
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -162,6 +162,39 @@ TEST(AttentionPrefillFp8, PlanPicksMmaSyncAndRejectsWgmma) {
   EXPECT_NE(st.message().find("does not read an fp8 cache"), std::string::npos) << st.message();
 }
 
+// A mixed step as CudaOps runs it: the leading one-token sequences (decodes) through the decode
+// kernel, the rest through the prefill kernel with its batch starting at row nd (query_start
+// offset). Decodes with splits (few, long) and without; only decodes; one decode and a prefix;
+// the wgmma kernels, an fp8 cache with uneven scales, the warp kernels (head dim 32), strided q.
+TEST(AttentionPrefillSplit, DecodesThroughTheDecodeKernel) {
+  ATTN_REQUIRE_GPU();
+  const auto check = [](std::vector<int> q, std::vector<int> len, int hq, int hkv, int d, int bs,
+                        bool fp8, cuda::PrefillKernel k = cuda::PrefillKernel::kAuto) {
+    AttentionSpec s = spec(false, std::move(q), std::move(len), hq, hkv, d, bs);
+    s.split_decodes = true;
+    s.kernel = k;
+    s.fp8_kv = fp8;
+    if (fp8) {
+      s.k_scale = 0.0173f;
+      s.v_scale = 0.0091f;
+    }
+    expect_matches_reference(s);
+    s.q_row_pad = 2 * hkv * d;  // q read in place from a fused QKV output
+    expect_matches_reference(s);
+  };
+  for (bool fp8 : {false, true}) {
+    check({1, 1, 1, 130, 5, 1}, {300, 1, 2000, 400, 5, 77}, 8, 2, 128, 16, fp8);
+    check({1, 1, 257}, {5000, 3100, 257}, 8, 2, 128, 16, fp8);  // split-KV decodes
+    check({1, 1, 1}, {900, 17, 4000}, 8, 2, 128, 16, fp8);      // only decodes
+    check({1, 64}, {640, 100}, 8, 1, 64, 32, fp8);
+    check({1, 1, 37}, {1, 129, 300}, 4, 2, 32, 16, fp8);  // the warp kernels
+  }
+  for (cuda::PrefillKernel k :
+       {cuda::PrefillKernel::kWgmma, cuda::PrefillKernel::kWgmmaWs, cuda::PrefillKernel::kWgmmaTma})
+    if (cuda::prefill_kernel_available(k, 128))
+      check({1, 1, 1, 130, 5}, {300, 1, 2000, 400, 5}, 8, 2, 128, 16, false, k);
+}
+
 // The warp kernel: head dims 8, 16, 32 at any block size, and 64 at block sizes the tiled kernels
 // do not take; prefixes, an empty sequence, GQA, strided q, an fp8 cache. kAuto picks it for
 // exactly those shapes; asked for explicitly at head_dim 128 it is refused.

@@ -88,6 +88,8 @@ class AttentionCase : public KernelCase {
     }
     max_blocks_ = std::max(max_blocks_, 1);
     T_ = qs_[S];
+    if (!sp_.decode && sp_.split_decodes)
+      while (nd_ < S && sp_.q_lens[nd_] == 1) ++nd_;
     num_blocks_ = 1;  // one spare block, never referenced (NaN)
     for (int len : sp_.seq_lens) num_blocks_ += (len + sp_.block_size - 1) / sp_.block_size;
     std::vector<int32_t> ids(num_blocks_);
@@ -103,11 +105,12 @@ class AttentionCase : public KernelCase {
   }
 
   std::string op() const override { return sp_.decode ? "attention_decode" : "attention_prefill"; }
-  // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs.
+  // Explicit prefill kernels and split-count overrides are comparisons; auto is what runs (for a
+  // batch that leads with one-token sequences: with them split off, as CudaOps does).
   bool dispatched() const override {
-    return sp_.decode
-               ? sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 && sp_.plan_stages == 0
-               : sp_.kernel == cuda::PrefillKernel::kAuto;
+    if (sp_.decode)
+      return sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 && sp_.plan_stages == 0;
+    return sp_.kernel == cuda::PrefillKernel::kAuto && (sp_.split_decodes || sp_.q_lens[0] != 1);
   }
   std::string shape() const override {
     std::string s = "S=" + std::to_string(sp_.seq_lens.size()) + " q=" + range_str(sp_.q_lens) +
@@ -115,6 +118,7 @@ class AttentionCase : public KernelCase {
                     " Hkv=" + std::to_string(sp_.num_kv_heads) +
                     " D=" + std::to_string(sp_.head_dim) + " BS=" + std::to_string(sp_.block_size);
     if (sp_.fp8_kv) s += " kv=fp8";
+    if (sp_.split_decodes) s += " decodes=" + std::to_string(nd_);
     return sp_.label.empty() ? s : s + " " + sp_.label;
   }
   nlohmann::json params() const override {
@@ -157,12 +161,14 @@ class AttentionCase : public KernelCase {
       c.math = DType::kF32;
       const int ctx = *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end());
       c.round_trips = 1 + 2 * ((ctx + 127) / 128);
-    } else if (sp_.decode) {
+    } else if (sp_.decode || nd_ == static_cast<int>(sp_.q_lens.size())) {
       c.launches = 1;  // streaming: no wave model
     } else {
       int64_t tiles = 0;  // (head, query tile) CTAs that do work
-      for (int q : sp_.q_lens) tiles += (q + pplan_.block_m - 1) / std::max(pplan_.block_m, 1);
+      for (size_t s = nd_; s < sp_.q_lens.size(); ++s)
+        tiles += (sp_.q_lens[s] + pplan_.block_m - 1) / std::max(pplan_.block_m, 1);
       c.tiles = tiles * sp_.num_q_heads;
+      c.launches = nd_ > 0 ? 2 : 1;
       c.non_mma = prefill_non_mma();
     }
     return c;
@@ -188,7 +194,8 @@ class AttentionCase : public KernelCase {
         cudaMemcpy(meta_tables_.p, tables_.data(), tables_.size() * 4, cudaMemcpyHostToDevice));
     if (workspace_bytes() > 0) {
       workspace_.alloc(workspace_bytes());
-      if (sp_.decode) cuda::init_decode_workspace(dplan_, workspace_.p, nullptr).throw_if_error();
+      if (sp_.decode || nd_ > 0)
+        cuda::init_decode_workspace(dplan_, workspace_.p, nullptr).throw_if_error();
     }
     seed_ = seed;
     for (size_t i = 0; i < sets_.size(); ++i) fill(i, seed + 7919 * i);
@@ -207,12 +214,21 @@ class AttentionCase : public KernelCase {
                                         static_cast<int32_t*>(meta_lens_.p),
                                         static_cast<int32_t*>(meta_tables_.p), max_blocks_, scale,
                                         st.out.p, workspace_.p, stream);
+    const int S = static_cast<int>(sp_.seq_lens.size());
+    const auto* lens = static_cast<const int32_t*>(meta_lens_.p);
+    const auto* tables = static_cast<const int32_t*>(meta_tables_.p);
+    if (nd_ > 0) {  // the decodes first, then the rest: rows stay absolute in q and out
+      CEILING_RETURN_IF_ERROR(cuda::run_decode_attention(dplan_, st.q.p, q_stride(), kv, lens,
+                                                         tables, max_blocks_, scale, st.out.p,
+                                                         workspace_.p, stream));
+      if (nd_ == S) return Status::ok_status();
+    }
+    const size_t mb = static_cast<size_t>(max_blocks_);
     cuda::AttnBatchDevice b{
-        static_cast<int>(sp_.seq_lens.size()), T_,
-        static_cast<int32_t*>(meta_qs_.p),     static_cast<int32_t*>(meta_lens_.p),
-        static_cast<int32_t*>(meta_tables_.p), max_blocks_};
-    return cuda::run_prefill_attention(pplan_, st.q.p, q_stride(), kv, b, scale, st.out.p,
-                                       workspace_.p, stream);
+        S - nd_,    T_ - nd_,          static_cast<const int32_t*>(meta_qs_.p) + nd_,
+        lens + nd_, tables + nd_ * mb, max_blocks_};
+    return cuda::run_prefill_attention(pplan_, st.q.p, q_stride(), kv, b, scale, st.out.p, nullptr,
+                                       stream);
   }
 
   CheckResult check(cudaStream_t stream) override {
@@ -237,8 +253,12 @@ class AttentionCase : public KernelCase {
     return sp_.decode ? dplan_.warp : pplan_.kernel == cuda::PrefillKernel::kWarp;
   }
   std::string kernel_name() const {
-    if (sp_.decode) return dplan_.warp ? "decode_warp" : "decode_split_kv";
-    return cuda::prefill_kernel_name(pplan_.kernel);
+    const char* dname = dplan_.warp ? "decode_warp" : "decode_split_kv";
+    if (sp_.decode) return dname;
+    const int S = static_cast<int>(sp_.seq_lens.size());
+    if (nd_ == S) return dname;
+    const std::string pname = cuda::prefill_kernel_name(pplan_.kernel);
+    return nd_ > 0 ? std::string(dname) + "+" + pname : pname;
   }
   // The warp-specialized kernels' softmax and full diagonal tiles, counted from their SASS
   // (roofline::prefill_ws_work); the mma.sync and two-warpgroup wgmma kernels are not counted.
@@ -263,20 +283,21 @@ class AttentionCase : public KernelCase {
     return static_cast<size_t>(num_blocks_) * sp_.num_kv_heads * sp_.block_size * sp_.head_dim;
   }
   size_t workspace_bytes() const {
-    return sp_.decode ? dplan_.workspace_bytes : pplan_.workspace_bytes;
+    return sp_.decode || nd_ > 0 ? dplan_.workspace_bytes : pplan_.workspace_bytes;
   }
 
   void plan() {
     const int S = static_cast<int>(sp_.seq_lens.size());
-    if (sp_.decode) {
-      cuda::DecodeShape sh{S,
+    if (sp_.decode || nd_ > 0) {
+      const int n = sp_.decode ? S : nd_;  // the sequences the decode kernel takes
+      cuda::DecodeShape sh{n,
                            sp_.num_q_heads,
                            sp_.num_kv_heads,
                            sp_.head_dim,
                            sp_.block_size,
                            sp_.plan_max_seq_len > 0
                                ? sp_.plan_max_seq_len
-                               : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.end()),
+                               : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.begin() + n),
                            sp_.plan_min_split_tokens,
                            kv_format()};
       int sms = sp_.plan_num_sms, dev = 0;
@@ -288,10 +309,10 @@ class AttentionCase : public KernelCase {
       }
       cuda::plan_decode_attention(sh, sms, &dplan_).throw_if_error();
       if (sp_.plan_stages > 0) dplan_.stages = sp_.plan_stages;
-    } else {
-      cuda::PrefillShape sh{
-          S,          T_,         sp_.num_q_heads, sp_.num_kv_heads, sp_.head_dim, sp_.block_size,
-          sp_.kernel, kv_format()};
+    }
+    if (!sp_.decode && nd_ < S) {
+      cuda::PrefillShape sh{S - nd_,      T_ - nd_,       sp_.num_q_heads, sp_.num_kv_heads,
+                            sp_.head_dim, sp_.block_size, sp_.kernel,      kv_format()};
       cuda::plan_prefill_attention(sh, &pplan_).throw_if_error();
     }
   }
@@ -445,6 +466,7 @@ class AttentionCase : public KernelCase {
   AttentionSpec sp_;
   std::vector<int32_t> qs_, tables_;
   int T_ = 0, max_blocks_ = 0, num_blocks_ = 0, spare_block_ = 0;
+  int nd_ = 0;  // split_decodes: leading one-token sequences run by the decode kernel
   cuda::DecodePlan dplan_;
   cuda::PrefillPlan pplan_;
   std::vector<std::unique_ptr<Set>> sets_;
@@ -562,6 +584,22 @@ void register_attention_cases(CaseList& out) {
     s.label = "mma_sync";
     out.push_back(make_attention_case(s));
   }
+  // The steady-state step of `bench throughput` 1000 × 1024 / 1024 that carries prefill: 248
+  // decodes at the run's mean context (1536) and 8 new prompts of 1024 tokens (the 8192-token
+  // budget), fp8 and bf16 cache. Split (what CudaOps runs: the decodes through the decode kernel)
+  // against every row through the prefill kernel, which gives each decode row a query tile of
+  // its own per head.
+  for (bool fp8 : {true, false})
+    for (bool split : {true, false}) {
+      AttentionSpec s = uniform(false, 248, 1, 1536, 32, 8, 128, 16);
+      s.q_lens.insert(s.q_lens.end(), 8, 1024);
+      s.seq_lens.insert(s.seq_lens.end(), 8, 1024);
+      s.fp8_kv = fp8;
+      s.k_scale = s.v_scale = fp8 ? 0.02f : 1.0f;
+      s.split_decodes = split;
+      s.label = split ? "mixed_step" : "mixed_step all_prefill";
+      out.push_back(make_attention_case(s));
+    }
   // Prefill target: causal S=4096, 32 heads (MHA, as SDPA's benchmark), d=128; batch 1 and 4.
   // "auto" is what the engine gets; the explicit kernels are the comparison (a kernel that this
   // build or device lacks is left out rather than failing the whole family).

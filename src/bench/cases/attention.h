@@ -36,6 +36,9 @@ struct AttentionSpec {
   // drawn for K and V are stored as e4m3(x · (1 / scale)), and the reference reads them back.
   bool fp8_kv = false;
   float k_scale = 1.0f, v_scale = 1.0f;
+  // Prefill: the leading one-token sequences (a step's decodes) through the decode kernel and the
+  // rest through the prefill kernel, as CudaOps runs a mixed step; false: all through prefill.
+  bool split_decodes = false;
 };
 
 std::unique_ptr<KernelCase> make_attention_case(const AttentionSpec& spec);

@@ -496,19 +496,24 @@ void CudaOps::attention(int l, const TensorView& q, const KvCache& kv, const Ten
     pk.k_scale = weights_.views.layers[l].k_scale;
     pk.v_scale = weights_.views.layers[l].v_scale;
   }
-  if (decode_) {
+  // A decode step: every sequence. Any other step: its leading one-token sequences (decodes)
+  // through the decode kernel, the rest through the prefill kernel (rows are absolute in q and
+  // out; the prefill batch's query_start starts at decode_seqs_).
+  const int nd = decode_ ? seqs_ : decode_seqs_;
+  if (nd > 0)
     cuda::run_decode_attention(decode_plan_, qp, q_stride, pk, dev<int32_t>(meta_.seq_lens),
-                               dev<int32_t>(meta_.tables), meta_.mb_cap, scale, op, attn_ws_,
+                               dev<int32_t>(meta_.tables), meta_.mb_cap, scale, op, step_decode_ws_,
                                stream_)
         .throw_if_error();
-  } else {
-    const cuda::AttnBatchDevice b{seqs_,
-                                  rows,
-                                  dev<int32_t>(meta_.query_start),
-                                  dev<int32_t>(meta_.seq_lens),
-                                  dev<int32_t>(meta_.tables),
+  if (nd < seqs_) {
+    const size_t mb = static_cast<size_t>(meta_.mb_cap);
+    const cuda::AttnBatchDevice b{seqs_ - nd,
+                                  rows - nd,
+                                  dev<int32_t>(meta_.query_start + nd),
+                                  dev<int32_t>(meta_.seq_lens + nd),
+                                  dev<int32_t>(meta_.tables + nd * mb),
                                   meta_.mb_cap};
-    cuda::run_prefill_attention(prefill_plan_, qp, q_stride, pk, b, scale, op, attn_ws_, stream_)
+    cuda::run_prefill_attention(prefill_plan_, qp, q_stride, pk, b, scale, op, nullptr, stream_)
         .throw_if_error();
   }
 }

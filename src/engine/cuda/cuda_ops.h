@@ -176,6 +176,9 @@ class CudaOps final : public Ops {
   void probe_fp8_gemm();  // sets fp8_weights_ and fp8_gemm_ after the upload
   void pack_step(const StepBatch& step, int dummy_block);
   void plan_step(const KvCache& kv, bool graph);
+  // decode_plan_'s workspace for the bucket `key` (0: eager), zeroed on the stream when fresh or
+  // laid out for another plan; null when the plan needs none.
+  void* decode_workspace(int key);
   void finish_step(const TensorView& logits);
   void abort_capture();
   void drop_graphs();
@@ -280,10 +283,24 @@ class CudaOps final : public Ops {
   __nv_bfloat16* qkv_ = nullptr;  // [qkv_rows_, Q + 2·KV] fused projection output
   int qkv_rows_ = 0;
   PendingQkv pending_;
-  void* attn_ws_ = nullptr;  // grown, never freed: graphs keep using the one they captured
-  size_t attn_ws_bytes_ = 0;
+  // Attention plans of the step. A decode step runs decode_plan_ over all seqs_; any other step
+  // runs decode_plan_ over its first decode_seqs_ sequences (one new token each: the decodes the
+  // scheduler puts first) and prefill_plan_ over the rest, so a decode row never takes a prefill
+  // kernel's query tile of 128 rows.
   cuda::DecodePlan decode_plan_;
   cuda::PrefillPlan prefill_plan_;
+  int decode_seqs_ = 0;
+  // The decode kernel's split workspace: partials, and merge counters that every run leaves at
+  // zero but that are laid out by the plan — so one workspace per graph bucket (key B; 0 for eager
+  // steps), zeroed when allocated and whenever its plan's layout changes (decode_workspace()).
+  // Grown, never freed: graphs keep using the one they captured.
+  struct DecodeWorkspace {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    int num_seqs = 0, max_splits = 0;  // the layout its counters are at rest for
+  };
+  std::map<int, DecodeWorkspace> decode_ws_;
+  void* step_decode_ws_ = nullptr;  // decode_plan_'s workspace this step (null: none needed)
 
   // Graphs, keyed by the bucket B, valid for graph_kv_ (the cache they were captured with).
   std::map<int, Graph> graphs_;

@@ -40,6 +40,12 @@ void CudaOps::prepare(const StepBatch& step, const KvCache& kv) {
   step.validate(kv.num_blocks, kv.block_size);
   const int T = step.num_tokens(), S = step.num_seqs(), R = step.num_logits_rows();
   decode_ = step.is_decode();
+  // The decodes the scheduler puts first: leading sequences of one new token.
+  decode_seqs_ = 0;
+  if (!decode_)
+    while (decode_seqs_ < S &&
+           step.query_start[decode_seqs_ + 1] - step.query_start[decode_seqs_] == 1)
+      ++decode_seqs_;
   step_max_seq_len_ = *std::max_element(step.seq_lens.begin(), step.seq_lens.end());
 
   // A decode step of S sequences with one logits row each runs as the graph of bucket B.
@@ -174,30 +180,35 @@ void CudaOps::plan_step(const KvCache& kv, bool graph) {
   const int D = c.head_dim, bs = kv.block_size;
   // The library picks the kernel: a tiled one, or the warp kernel for head dims below 64 and
   // other block sizes (an unsupported pair is its error).
-  size_t ws = 0;
-  if (decode_) {
+  const int decode_seqs = decode_ ? seqs_ : decode_seqs_;
+  step_decode_ws_ = nullptr;
+  if (decode_seqs > 0) {
     // A graph (and its warm-up) serves every context the block table can hold; an eager
     // step its own.
-    cuda::DecodeShape sh{seqs_, c.num_heads, c.num_kv_heads,
-                         D,     bs,          graph ? meta_.mb_cap * bs : step_max_seq_len_};
+    int max_len = step_max_seq_len_;
+    if (graph) {
+      max_len = meta_.mb_cap * bs;
+    } else if (!decode_) {
+      const int32_t* lens = meta_.host.as<int32_t>() + meta_.seq_lens;
+      max_len = *std::max_element(lens, lens + decode_seqs);
+    }
+    cuda::DecodeShape sh{decode_seqs, c.num_heads, c.num_kv_heads, D, bs, max_len};
     sh.kv_format = kv_format();
     cuda::plan_decode_attention(sh, &decode_plan_).throw_if_error();
-    ws = decode_plan_.workspace_bytes;
-  } else {
+    step_decode_ws_ = decode_workspace(graph ? bucket_ : 0);
+  }
+  if (!decode_ && decode_seqs < seqs_) {
     cuda::PrefillShape sh;
-    sh.num_seqs = seqs_;
-    sh.num_tokens = rows_;
+    sh.num_seqs = seqs_ - decode_seqs;
+    sh.num_tokens = rows_ - decode_seqs;
     sh.num_q_heads = c.num_heads;
     sh.num_kv_heads = c.num_kv_heads;
     sh.head_dim = D;
     sh.block_size = bs;
     sh.kv_format = kv_format();
     cuda::plan_prefill_attention(sh, &prefill_plan_).throw_if_error();
-    ws = prefill_plan_.workspace_bytes;
-  }
-  if (ws > attn_ws_bytes_) {
-    attn_ws_ = arena_.allocate(ws);  // never freed: captured graphs keep the old one
-    attn_ws_bytes_ = ws;
+    CEILING_ENSURE(prefill_plan_.workspace_bytes == 0,
+                   "CudaOps: the prefill attention plan asks for a workspace");
   }
   if (graph) {  // cuBLASLt planning is host work: do it before the capture
     const int M = rows_;
@@ -309,6 +320,25 @@ void CudaOps::abort_capture() {
     cudaGetLastError();
   }
   if (mode_ == Mode::kCapture || mode_ == Mode::kReplay) mode_ = Mode::kIdle;
+}
+
+void* CudaOps::decode_workspace(int key) {
+  const cuda::DecodePlan& p = decode_plan_;
+  if (p.workspace_bytes == 0) return nullptr;
+  DecodeWorkspace& w = decode_ws_[key];
+  bool zero = w.num_seqs != p.shape.num_seqs || w.max_splits != p.max_splits;
+  if (w.bytes < p.workspace_bytes) {
+    w.ptr = arena_.allocate(p.workspace_bytes);
+    w.bytes = p.workspace_bytes;
+    stats_.arena_bytes = arena_.bytes_reserved();
+    zero = true;
+  }
+  if (zero) {  // before any capture: prepare() begins it after plan_step()
+    cuda::init_decode_workspace(p, w.ptr, stream_).throw_if_error();
+    w.num_seqs = p.shape.num_seqs;
+    w.max_splits = p.max_splits;
+  }
+  return w.ptr;
 }
 
 void CudaOps::drop_graphs() {

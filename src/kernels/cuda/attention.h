@@ -46,12 +46,14 @@ struct PagedKvDevice {
   float k_scale = 1.0f, v_scale = 1.0f;  // fp8: a stored value means value · scale
 };
 
-// Device copies of cpu::AttnBatch plus the host-known token count.
+// Device copies of cpu::AttnBatch plus the host-known token count. query_start holds rows of q
+// and out: it may start above 0 (a step's sequences after its decodes, the rows before them
+// untouched), and then T = query_start[S] − query_start[0].
 struct AttnBatchDevice {
   int num_seqs = 0;
-  int num_tokens = 0;                     // T = query_start[S], known on the host
-  const int32_t* query_start = nullptr;   // [S+1]
-  const int32_t* seq_lens = nullptr;      // [S]
+  int num_tokens = 0;                    // T = query_start[S] − query_start[0], known on the host
+  const int32_t* query_start = nullptr;  // [S+1]
+  const int32_t* seq_lens = nullptr;     // [S]
   const int32_t* block_tables = nullptr;  // [S, max_blocks]
   int max_blocks = 0;
 };
@@ -135,7 +137,7 @@ bool prefill_kernel_available(PrefillKernel kernel, int head_dim, const char** w
 
 struct PrefillShape {
   int num_seqs = 0;    // S
-  int num_tokens = 0;  // T = query_start[S]
+  int num_tokens = 0;  // T = query_start[S] − query_start[0]
   int num_q_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

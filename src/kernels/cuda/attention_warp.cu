@@ -38,9 +38,9 @@ struct WarpAttnParams {
   int64_t q_stride = 0;
   const void* k = nullptr;  // [num_blocks, Hkv, block_size, D] bf16, or E4M3 bytes (fp8)
   const void* v = nullptr;
-  __nv_bfloat16* out = nullptr;           // [T, Hq, D]
-  const int32_t* query_start = nullptr;   // [S+1]; null: decode, token s is sequence s's new one
-  const int32_t* seq_lens = nullptr;      // [S]
+  __nv_bfloat16* out = nullptr;          // [T, Hq, D]
+  const int32_t* query_start = nullptr;  // [S+1] absolute rows; null: decode, row s is sequence s's
+  const int32_t* seq_lens = nullptr;     // [S]
   const int32_t* block_tables = nullptr;  // [S, max_blocks]
   int num_seqs = 0, num_tokens = 0, max_blocks = 0, num_blocks = 0, block_size = 0;
   int hq = 0, hkv = 0, head_dim = 0;
@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(kWarps * 32) warp_attention_kernel(WarpAttnPar
   __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][D];
   detail::pdl_launch_dependents();
   detail::pdl_wait();
-  const int t = blockIdx.x / p.hq, h = blockIdx.x % p.hq;
+  // The row in q and out: a varlen batch's rows start at query_start[0] (a sub-batch of a step).
+  const int t = blockIdx.x / p.hq + (p.query_start ? p.query_start[0] : 0), h = blockIdx.x % p.hq;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int s = t, first = t;  // decode: token s is sequence s's one new token
   if (p.query_start) {   // the largest s with query_start[s] <= t
