@@ -15,6 +15,21 @@ cudaDataType_t cuda_type(DType t) {
   return t == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
 }
 
+template <typename T>
+bool set_config(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+T cap(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return T{};
+  return v;
+}
+
 }  // namespace
 
 struct LtGemm::Plan {
@@ -141,10 +156,60 @@ Status LtGemm::plan_impl(int M, int N, int K, bool bias, DType out_dtype, int ki
   p->candidates.clear();
   for (int i = 0; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
+  if (tune && fp8) add_fp8_variants(*p);
   p->tune_pending = tune && p->candidates.size() > 1;
   if (tune && !p->tune_pending) p->tuned = true;  // one candidate: nothing to time
   if (fresh) plans_.emplace(key, std::move(fresh));
   return Status();
+}
+
+// cuBLASLt's heuristic offers one algorithm for FP8 with outer-vector scales, on a tile grid that
+// can leave SMs idle at decode sizes (M = 256, N = 4096: 64 CTAs of 128 × 128 on 132 SMs). The
+// tuner also gets that algorithm with a split K (2–4) and with its other tiles, as far as
+// cublasLtMatmulAlgoCheck accepts them for this plan; timing decides.
+void LtGemm::add_fp8_variants(Plan& p) {
+  const auto h = static_cast<cublasLtHandle_t>(handle_);
+  const auto accept = [&](const cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t r{};
+    if (p.candidates.size() < static_cast<size_t>(kTuneCandidates) &&
+        cublasLtMatmulAlgoCheck(h, p.desc, p.a, p.b, p.c, p.c, &algo, &r) ==
+            CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= workspace_bytes_)
+      p.candidates.push_back(algo);
+  };
+  const std::vector<cublasLtMatmulAlgo_t> base = p.candidates;
+  for (const cublasLtMatmulAlgo_t& b : base) {
+    if (cap<int32_t>(b, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0) {
+      const uint32_t mask = cap<uint32_t>(b, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+      const uint32_t scheme = (mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+                                  ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                                  : CUBLASLT_REDUCTION_SCHEME_INPLACE;
+      for (uint32_t split : {2u, 3u, 4u}) {
+        cublasLtMatmulAlgo_t a = b;
+        if (set_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
+            set_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme))
+          accept(a);
+      }
+    }
+    size_t bytes = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&b, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;
+    std::vector<uint32_t> tiles(bytes / sizeof(uint32_t));
+    if (tiles.empty() ||
+        cublasLtMatmulAlgoCapGetAttribute(&b, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes,
+                                          &bytes) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    uint32_t own = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&b, CUBLASLT_ALGO_CONFIG_TILE_ID, &own, sizeof(own),
+                                         &written);
+    for (uint32_t t : tiles) {
+      if (t == own || t == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;
+      cublasLtMatmulAlgo_t a = b;
+      if (set_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID, t)) accept(a);
+    }
+  }
 }
 
 Status LtGemm::tune(Plan& p, const void* x, const void* w, DType out_dtype, int M, int N, int K,

@@ -13,6 +13,8 @@
 // output, the L2 flushed before each timed run so the weights come from HBM as in a real step —
 // and keeps the fastest; the heuristic's first stays unless another beats it by kTuneMargin.
 // Different algorithms sum in different orders: the choice is per process, like the GPU's clocks.
+// FP8 plans (one heuristic algorithm for outer-vector scales) also time that algorithm's split-K
+// and other-tile variants (add_fp8_variants).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -84,6 +86,8 @@ class LtGemm {
   static constexpr int kBf16Plan = 0, kFp8Precise = 1, kFp8Fast = 2;
   int fp8_kind() const { return fp8_fast_accum_ ? kFp8Fast : kFp8Precise; }
   Status plan_impl(int M, int N, int K, bool bias, DType out_dtype, int kind, bool tune);
+  // Adds split-K and other-tile variants of p's FP8 candidates that cuBLASLt accepts (tuning).
+  void add_fp8_variants(Plan& p);
   Status run_impl(Plan& p, const void* x, const void* w, const __nv_bfloat16* bias, void* out,
                   DType out_dtype, int M, int N, int K, cudaStream_t stream, bool accumulate);
   void* handle_ = nullptr;  // cublasLtHandle_t
