@@ -199,7 +199,14 @@ TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
   cuda::DecodePlan plan;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
   EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.max_splits, 1);  // 256 CTAs: under 396 slots (three an SM), but not 2 × 256
+  EXPECT_EQ(plan.max_splits, 3);  // 768 CTAs: 0.97 of two waves of 396 (1 split: 0.65 of one)
+  EXPECT_GT(plan.workspace_bytes, 0u);
+  sh.num_seqs = 48;  // 384 CTAs: 0.97 of one wave
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.max_splits, 1);
+  sh.num_seqs = 16;  // 128 CTAs × 3 splits: 0.97 of one wave
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.max_splits, 3);
   sh.num_seqs = 1;
   sh.max_seq_len = 32768;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());

@@ -557,6 +557,13 @@ void register_attention_cases(CaseList& out) {
     s.k_scale = 0.02f;
     s.v_scale = 0.02f;
     out.push_back(make_attention_case(s));
+    if (b == 32)  // the comparison: 1 and 2 splits instead of 3 (256 CTAs fill ~2 of 3 slots)
+      for (int sms : {86, 176}) {
+        AttentionSpec t = s;
+        t.plan_num_sms = sms;
+        t.label = "plan_sms=" + std::to_string(sms);
+        out.push_back(make_attention_case(t));
+      }
     if (b == 1)  // the comparison: 16 and 33 splits instead of 49 (three CTAs an SM)
       for (int sms : {44, 88}) {
         s.plan_num_sms = sms;

@@ -94,6 +94,9 @@ nlohmann::json CudaOps::gemm_tune_log() const {
                     {"K", t.K},
                     {"candidates", t.candidates},
                     {"chosen", t.chosen},
+                    {"algo_id", t.algo_id},
+                    {"tile_id", t.tile_id},
+                    {"split_k", t.split_k},
                     {"first_us", t.first_us},
                     {"best_us", t.best_us}});
   return rows;

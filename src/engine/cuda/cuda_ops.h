@@ -122,8 +122,8 @@ class CudaOps final : public Ops {
   const CudaOpsStats& stats() const { return stats_; }
   bool cuda_graphs() const { return options_.cuda_graphs; }
   bool gemm_autotune() const { return options_.gemm_autotune; }
-  // The GEMM shapes tuned so far (gemm_lt.h), as JSON rows {M, N, K, candidates, chosen,
-  // first_us, best_us}: what --no-gemm-autotune would have run, and what runs.
+  // The GEMM shapes tuned so far (gemm_lt.h), as JSON rows {M, N, K, candidates, chosen, algo_id,
+  // tile_id, split_k, first_us, best_us}: what --no-gemm-autotune would have run, and what runs.
   nlohmann::json gemm_tune_log() const;
   // Turning graphs off drops the captured ones.
   void set_cuda_graphs(bool enabled);

@@ -270,7 +270,19 @@ Status LtGemm::tune(Plan& p, const void* x, const void* w, DType out_dtype, int 
   p.algo = p.candidates[best];
   int timed = 0;
   for (double m : median) timed += m >= 0;
-  tune_log_.push_back(TuneRecord{M, N, K, timed, best, median[0], median[best]});
+  TuneRecord rec{M, N, K, timed, best, median[0], median[best]};
+  const auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    uint32_t v = 0;
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&p.algo, attr, &v, sizeof(v), &written) ==
+                   CUBLAS_STATUS_SUCCESS
+               ? static_cast<int>(v)
+               : -1;
+  };
+  rec.algo_id = config(CUBLASLT_ALGO_CONFIG_ID);
+  rec.tile_id = config(CUBLASLT_ALGO_CONFIG_TILE_ID);
+  rec.split_k = config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  tune_log_.push_back(rec);
   return Status();
 }
 

@@ -47,6 +47,9 @@ class LtGemm {
     int chosen;       // index in the heuristic's order (0: its first)
     double first_us;  // the heuristic's first
     double best_us;   // the kept algorithm
+    // The kept algorithm's configuration (cublasLtMatmulAlgoConfigAttributes_t): algorithm id,
+    // tile id (cublasLtMatmulTile_t) and split-K count; -1 where cuBLASLt does not say.
+    int algo_id = -1, tile_id = -1, split_k = -1;
   };
   // Creates the cuBLASLt handle and allocates the workspace. Throws ceiling::Error.
   explicit LtGemm(size_t workspace_bytes = kDefaultWorkspaceBytes);
