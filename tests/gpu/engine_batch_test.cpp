@@ -36,9 +36,8 @@ serve::RequestParams greedy(int n) {
   return p;
 }
 
-TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
-  ENGINE_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
+// A 256-wide two-layer Llama with 4 query and 2 KV heads of 128.
+ModelConfig llama_d128() {
   ModelConfig c = testing::small_config(Arch::kLlama);
   c.name = "llama-d128";
   c.hidden_size = 256;
@@ -47,6 +46,35 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
   c.head_dim = 128;
   c.num_heads = 4;
   c.num_kv_heads = 2;
+  return c;
+}
+
+// One request alone in its own engine: its tokens and the logits row of every pick (for the
+// near-tie rule).
+struct Alone {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+};
+Alone run_alone(CudaOps& ops, const serve::EngineConfig& cfg, const std::vector<int32_t>& prompt,
+                const serve::RequestParams& p) {
+  serve::Engine e(ops, cfg);
+  e.add_request(prompt, p);
+  Alone a;
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) {
+      if (o.new_tokens.empty()) continue;
+      a.tokens.insert(a.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      const TensorView& l = e.runner().last_logits();
+      a.logits.emplace_back(static_cast<size_t>(l.numel()));
+      ops.to_host(l, a.logits.back().data());
+    }
+  return a;
+}
+
+TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
+  ENGINE_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  const ModelConfig c = llama_d128();
   const auto m = testing::make_random_model(c, DType::kBF16, seed);
   CudaOps ops;
   ops.upload(c, m->weights);
@@ -63,26 +91,8 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
   const serve::RequestParams p = greedy(24);
 
   // Alone: one sequence at a time; the logits row of every pick kept for the near-tie rule.
-  std::vector<std::vector<int32_t>> want;
-  std::vector<std::vector<std::vector<float>>> want_logits;
-  {
-    serve::Engine e(ops, config(1, 128, 16, false));
-    for (const auto& q : prompts) {
-      e.add_request(q, p);
-      std::vector<int32_t> out;
-      std::vector<std::vector<float>> rows;
-      while (e.has_unfinished())
-        for (const auto& o : e.step()) {
-          if (o.new_tokens.empty()) continue;
-          out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-          const TensorView& l = e.runner().last_logits();
-          rows.emplace_back(static_cast<size_t>(l.numel()));
-          ops.to_host(l, rows.back().data());
-        }
-      want.push_back(out);
-      want_logits.push_back(rows);
-    }
-  }
+  std::vector<Alone> want;
+  for (const auto& q : prompts) want.push_back(run_alone(ops, config(1, 128, 16, false), q, p));
   struct Case {
     const char* name;
     serve::EngineConfig cfg;
@@ -101,9 +111,9 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
     int exact = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       bool ok = false;
-      const std::string what = check_greedy(got[i], want[i], want_logits[i], &ok);
+      const std::string what = check_greedy(got[i], want[i].tokens, want[i].logits, &ok);
       EXPECT_TRUE(ok) << k.name << ", prompt " << i << ": " << what;
-      exact += got[i] == want[i];
+      exact += got[i] == want[i].tokens;
     }
     std::printf("  %-26s %d/%zu prompts identical, preemptions %lld, prefix hits %lld tokens\n",
                 k.name, exact, prompts.size(),
@@ -129,14 +139,7 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
 TEST(EngineBatch, LongContextsAcrossMixedStepsAndBuckets) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
-  ModelConfig c = testing::small_config(Arch::kLlama);
-  c.name = "llama-d128";
-  c.hidden_size = 256;
-  c.intermediate_size = 344;
-  c.vocab_size = 1000;
-  c.head_dim = 128;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
+  ModelConfig c = llama_d128();
   c.max_position_embeddings = 4096;
   const auto m = testing::make_random_model(c, DType::kBF16, seed);
   std::mt19937_64 rng(seed + 1);
@@ -152,48 +155,30 @@ TEST(EngineBatch, LongContextsAcrossMixedStepsAndBuckets) {
     e.max_model_len = 2048;
     return e;
   };
-  {
-    CudaOps ops;
-    ops.upload(c, m->weights);
-    std::vector<std::vector<int32_t>> want;
-    std::vector<std::vector<std::vector<float>>> want_logits;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      serve::Engine e(ops, cfg(1));
-      e.add_request(prompts[i], greedy(outs[i]));
-      std::vector<int32_t> out;
-      std::vector<std::vector<float>> rows;
-      while (e.has_unfinished())
-        for (const auto& r : e.step()) {
-          if (r.new_tokens.empty()) continue;
-          out.insert(out.end(), r.new_tokens.begin(), r.new_tokens.end());
-          const TensorView& l = e.runner().last_logits();
-          rows.emplace_back(static_cast<size_t>(l.numel()));
-          ops.to_host(l, rows.back().data());
-        }
-      want.push_back(out);
-      want_logits.push_back(rows);
-    }
-    const int replays0 = ops.stats().graph_replays;
-    serve::Engine e(ops, cfg(4));
-    std::map<int64_t, size_t> index;
-    for (size_t i = 0; i < prompts.size(); ++i)
-      index[e.add_request(prompts[i], greedy(outs[i]))] = i;
-    std::vector<std::vector<int32_t>> got(prompts.size());
-    while (e.has_unfinished())
-      for (const auto& r : e.step())
-        got[index.at(r.id)].insert(got[index.at(r.id)].end(), r.new_tokens.begin(),
-                                   r.new_tokens.end());
-    int exact = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      bool ok = false;
-      const std::string what = check_greedy(got[i], want[i], want_logits[i], &ok);
-      EXPECT_TRUE(ok) << "prompt " << i << ": " << what;
-      exact += got[i] == want[i];
-    }
-    std::printf("  %d/%zu prompts identical; graph replays %d\n", exact, prompts.size(),
-                ops.stats().graph_replays - replays0);
-    EXPECT_GT(ops.stats().graph_replays, replays0);
+  CudaOps ops;
+  ops.upload(c, m->weights);
+  std::vector<Alone> want;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    want.push_back(run_alone(ops, cfg(1), prompts[i], greedy(outs[i])));
+  const int replays0 = ops.stats().graph_replays;
+  serve::Engine e(ops, cfg(4));
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < prompts.size(); ++i) index[e.add_request(prompts[i], greedy(outs[i]))] = i;
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  while (e.has_unfinished())
+    for (const auto& r : e.step())
+      got[index.at(r.id)].insert(got[index.at(r.id)].end(), r.new_tokens.begin(),
+                                 r.new_tokens.end());
+  int exact = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    bool ok = false;
+    const std::string what = check_greedy(got[i], want[i].tokens, want[i].logits, &ok);
+    EXPECT_TRUE(ok) << "prompt " << i << ": " << what;
+    exact += got[i] == want[i].tokens;
   }
+  std::printf("  %d/%zu prompts identical; graph replays %d\n", exact, prompts.size(),
+              ops.stats().graph_replays - replays0);
+  EXPECT_GT(ops.stats().graph_replays, replays0);
 }
 
 }  // namespace
