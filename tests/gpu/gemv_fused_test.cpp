@@ -31,6 +31,10 @@ TEST(GpuGemvFused, MatchesUnfusedReference) {
   expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, false, 1, 6144, 4096), s);
   expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, true, 1, 28672, 4096), s);
   expect_case_passes(*bench::make_gemv_fused_case(In::kPlain, true, false, 1, 4096, 14336), s);
+  // Short rows with ≥ 2048 eight-row CTAs (the one-warp CTAs of the dispatch): the 1B's gate/up,
+  // and a prime N with K off the CTA's span.
+  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, true, 1, 16384, 2048), s);
+  expect_case_passes(*bench::make_gemv_fused_case(In::kRmsNorm, false, false, 1, 16411, 1000), s);
 }
 
 // RoPE + KV write epilogue: 1..16 tokens, head_dim 8 / 16 / 64 / 128, GQA groups 1..4, a prime

@@ -34,7 +34,8 @@ TEST(GpuGemv, MatchesReference) {
 // Every built M = 1 configuration (gemv_with_config).
 std::vector<cuda::GemvConfig> built_configs() {
   std::vector<cuda::GemvConfig> cfgs;
-  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}, {128, 4, 2}, {64, 2, 2}};
+  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}, {128, 4, 2},
+                         {64, 2, 2},  {64, 4, 2},  {64, 8, 1},  {32, 8, 1}};
   for (const auto& [t, r, u] : regs) {
     cuda::GemvConfig c;
     c.threads = t;

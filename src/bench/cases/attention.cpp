@@ -122,18 +122,20 @@ class AttentionCase : public KernelCase {
     return sp_.label.empty() ? s : s + " " + sp_.label;
   }
   nlohmann::json params() const override {
-    return {{"batch", sp_.seq_lens.size()},
-            {"q_len", sp_.q_lens.front()},
-            {"ctx", sp_.seq_lens.front()},
-            {"uniform", std::all_of(sp_.seq_lens.begin(), sp_.seq_lens.end(),
-                                    [&](int v) { return v == sp_.seq_lens.front(); })},
-            {"Hq", sp_.num_q_heads},
-            {"Hkv", sp_.num_kv_heads},
-            {"D", sp_.head_dim},
-            {"block_size", sp_.block_size},
-            {"causal", true},
-            {"kv_dtype", sp_.fp8_kv ? "fp8" : "bf16"},
-            {"kernel", kernel_name()}};
+    nlohmann::json j = {{"batch", sp_.seq_lens.size()},
+                        {"q_len", sp_.q_lens.front()},
+                        {"ctx", sp_.seq_lens.front()},
+                        {"uniform", std::all_of(sp_.seq_lens.begin(), sp_.seq_lens.end(),
+                                                [&](int v) { return v == sp_.seq_lens.front(); })},
+                        {"Hq", sp_.num_q_heads},
+                        {"Hkv", sp_.num_kv_heads},
+                        {"D", sp_.head_dim},
+                        {"block_size", sp_.block_size},
+                        {"causal", true},
+                        {"kv_dtype", sp_.fp8_kv ? "fp8" : "bf16"},
+                        {"kernel", kernel_name()}};
+    if (sp_.decode && !dplan_.warp) j["splits"] = dplan_.max_splits;  // the plan's split count
+    return j;
   }
   std::string baseline_name() const override {
     return sp_.decode ? "sdpa_decode_gqa" : "sdpa_prefill_causal";
@@ -557,8 +559,10 @@ void register_attention_cases(CaseList& out) {
     s.k_scale = 0.02f;
     s.v_scale = 0.02f;
     out.push_back(make_attention_case(s));
-    if (b == 32)  // the comparison: 1 and 2 splits instead of 3 (256 CTAs fill ~2 of 3 slots)
-      for (int sms : {86, 176}) {
+    // The comparison: 1, 2, 4, 5, 6, 8 and 10 splits instead of 3 (256 CTAs fill ~2 of 3 slots;
+    // the plan's SM count that yields each count, plan_decode_attention's rules).
+    if (b == 32)
+      for (int sms : {86, 176, 114, 107, 512, 228, 285}) {
         AttentionSpec t = s;
         t.plan_num_sms = sms;
         t.label = "plan_sms=" + std::to_string(sms);

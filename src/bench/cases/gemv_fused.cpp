@@ -430,7 +430,7 @@ class GemvRopeCase : public CaseBase {
 }  // namespace
 
 std::vector<cuda::GemvConfig> fused_norm_configs() {
-  return {{128, 2, 2}, {128, 4, 2}, {64, 2, 2}};
+  return {{128, 2, 2}, {128, 4, 2}, {64, 2, 2}, {64, 4, 2}, {128, 8, 1}, {64, 8, 1}, {32, 8, 1}};
 }
 
 std::vector<cuda::GemvConfig> quant_mma_configs() {

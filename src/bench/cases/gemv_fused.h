@@ -38,7 +38,7 @@ std::unique_ptr<KernelCase> make_gemv_quant_rope_case(
     std::optional<cuda::GemvConfig> cfg = {}, cuda::GemvInput input = cuda::GemvInput::kRmsNorm);
 
 // The M = 1 RMS-norm-input configurations gemv_fused_with_config builds (bf16 weights):
-// t128r2u2, t128r4u2, t64r2u2.
+// t128r2u2, t128r4u2, t64r2u2, t64r4u2 and eight rows a CTA (t128r8u1, t64r8u1, t32r8u1).
 std::vector<cuda::GemvConfig> fused_norm_configs();
 
 // The tensor-core kernel's configurations for quantized weights that gemv_fused_quant_with_config

@@ -247,7 +247,8 @@ void register_linear_cases(CaseList& out) {
     c.unroll = u;
     return c;
   };
-  const cuda::GemvConfig cfgs[] = {reg(128, 2, 2), reg(128, 2, 4), reg(128, 4, 2), reg(64, 2, 2)};
+  const cuda::GemvConfig cfgs[] = {reg(128, 2, 2), reg(128, 2, 4), reg(128, 4, 2), reg(64, 2, 2),
+                                   reg(64, 4, 2),  reg(64, 8, 1),  reg(32, 8, 1)};
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336},
                              std::pair{3072, 2048}, std::pair{2048, 2048}, std::pair{16384, 2048},
                              std::pair{2048, 8192}})

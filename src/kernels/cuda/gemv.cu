@@ -88,6 +88,10 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
                 : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT, kW, R>);
 }
 
+// The RMS-norm-input kernel at M = 1 takes eight rows a CTA up to this K, and one-warp CTAs when
+// N / 8 reaches kGemvOneWarpCtasMin (dispatch below).
+constexpr int kGemvEightRowsMaxK = 2048, kGemvOneWarpCtasMin = 2048;
+
 // The one place that maps M to a kernel: the register kernel at M = 1, the tensor-core kernel
 // above, its CTA shape by N (H100, bench r13 linear_gemv_cfg at M = 8 and 16, 132 SMs): a grid
 // of about one CTA per SM, or many small CTAs, beats a few per SM with the busiest SMs the tail —
@@ -103,9 +107,23 @@ cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, 
     return launch_mma<1, 8, 1, kIn>(x, w, bias, out, M, N, K, s, f);
   }
   if constexpr (kIn == GemvInput::kRmsNorm) {
+    // Short rows (K ≤ kGemvEightRowsMaxK: the 1B-class models): every CTA reads all of x and γ
+    // (2 · 2K bytes) beside its rows, as many bytes as two rows of weights, and a 2-row CTA is a
+    // few loads a thread; eight rows a CTA cut both per weight byte. H200 r149
+    // (linear_gemv_fused_cfg, K = 2048): QKV + RoPE (N 3072) t128r8u1 4.59 µs against t64r2u2's
+    // 5.42; gate/up + SiLU (N 16384) t32r8u1 16.33 against t128r2u2's 18.31 — one-warp CTAs where
+    // N / 8 gives ≥ 2048 of them (~16 an SM), four-warp ones where few CTAs need more warps each.
+    // In the 1B's decode step (r150, trace): gate/up 19.1 → 16.4 µs a layer; QKV's 1.6 µs moved
+    // into the attention after it (which starts when the down's CTAs leave either way); batch 1
+    // 0.769–0.782 → 0.736 ms a token.
+    if (K <= kGemvEightRowsMaxK)
+      return N / 8 >= kGemvOneWarpCtasMin
+                 ? launch_fast<1, 8, 1, 32, kIn>(x, w, bias, out, M, N, K, s, f)
+                 : launch_fast<1, 8, 1, 128, kIn>(x, w, bias, out, M, N, K, s, f);
     // At M = 1 the QKV projection with the RoPE epilogue takes the configuration measured fastest
     // for its K (H100, bench r9, linear_gemv_fused_cfg): 4 rows per CTA at K = 4096 (18.1 vs
-    // 19.1 µs), 64-thread CTAs at K = 2048 (6.25 vs 6.53 µs). Gate/up differed by ≤ 1.4 %.
+    // 19.1 µs), 64-thread CTAs at K = 2048 (6.25 vs 6.53 µs; now eight rows, above). Gate/up
+    // differed by ≤ 1.4 %.
     if (f.rope.D > 0)
       return K >= 4096 ? launch_fast<1, 4, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f)
                        : launch_fast<1, 2, 2, 64, kIn>(x, w, bias, out, M, N, K, s, f);
@@ -154,6 +172,12 @@ bool dispatch_config(const GemvConfig& c, const bf16* x, const bf16* w, const bf
     *err = launch_fast<1, 4, 2, 128>(x, w, bias, out, 1, N, K, s);
   else if (is(64, 2, 2))
     *err = launch_fast<1, 2, 2, 64>(x, w, bias, out, 1, N, K, s);
+  else if (is(64, 4, 2))
+    *err = launch_fast<1, 4, 2, 64>(x, w, bias, out, 1, N, K, s);
+  else if (is(64, 8, 1))
+    *err = launch_fast<1, 8, 1, 64>(x, w, bias, out, 1, N, K, s);
+  else if (is(32, 8, 1))
+    *err = launch_fast<1, 8, 1, 32>(x, w, bias, out, 1, N, K, s);
   else
     return false;
   return true;
@@ -175,6 +199,14 @@ bool dispatch_fused_config(const GemvConfig& c, const GemvFusion& f, const bf16*
     *err = launch_fast<1, 4, 2, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
   else if (is(64, 2, 2))
     *err = launch_fast<1, 2, 2, 64, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(64, 4, 2))
+    *err = launch_fast<1, 4, 2, 64, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(128, 8, 1))
+    *err = launch_fast<1, 8, 1, 128, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(64, 8, 1))
+    *err = launch_fast<1, 8, 1, 64, kIn>(x, w, bias, out, 1, N, K, s, f);
+  else if (is(32, 8, 1))
+    *err = launch_fast<1, 8, 1, 32, kIn>(x, w, bias, out, 1, N, K, s, f);
   else
     return false;
   return true;
