@@ -88,8 +88,8 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
                 : go(gemv_mma_kernel<2, kRowTiles, kKSlices, kUnroll, kIn, false, OutT, kW, R>);
 }
 
-// The RMS-norm-input kernel at M = 1 takes eight rows a CTA up to this K, and one-warp CTAs when
-// N / 8 reaches kGemvOneWarpCtasMin (dispatch below).
+// The RMS-norm-input kernel at M = 1 takes eight rows a CTA up to this K (and with the RoPE
+// epilogue from K = 4096), one-warp CTAs when N / 8 reaches kGemvOneWarpCtasMin (dispatch below).
 constexpr int kGemvEightRowsMaxK = 2048, kGemvOneWarpCtasMin = 2048;
 
 // The one place that maps M to a kernel: the register kernel at M = 1, the tensor-core kernel
@@ -120,12 +120,13 @@ cudaError_t dispatch(const bf16* x, const bf16* w, const bf16* bias, OutT* out, 
       return N / 8 >= kGemvOneWarpCtasMin
                  ? launch_fast<1, 8, 1, 32, kIn>(x, w, bias, out, M, N, K, s, f)
                  : launch_fast<1, 8, 1, 128, kIn>(x, w, bias, out, M, N, K, s, f);
-    // At M = 1 the QKV projection with the RoPE epilogue takes the configuration measured fastest
-    // for its K (H100, bench r9, linear_gemv_fused_cfg): 4 rows per CTA at K = 4096 (18.1 vs
-    // 19.1 µs), 64-thread CTAs at K = 2048 (6.25 vs 6.53 µs; now eight rows, above). Gate/up
-    // differed by ≤ 1.4 %.
+    // The QKV projection with the RoPE epilogue at K ≥ 4096 takes eight rows a CTA too: H200
+    // r149, the 8B's (N 6144) t128r8u1 14.51 µs against t128r4u2's 14.79 (H100 r9's pick over
+    // 2-row CTAs: 18.1 against 19.1); in the step (r153, trace) its slot 16.8 → 15.6 µs a layer,
+    // the 8B at batch 1 −0.8 % a token. Between 2048 and 4096 the H100's 64-thread CTAs stay
+    // (not re-measured). Gate/up at K = 4096 keeps the 2-row CTAs (t128r8u1 59.1 against 54.6).
     if (f.rope.D > 0)
-      return K >= 4096 ? launch_fast<1, 4, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f)
+      return K >= 4096 ? launch_fast<1, 8, 1, 128, kIn>(x, w, bias, out, M, N, K, s, f)
                        : launch_fast<1, 2, 2, 64, kIn>(x, w, bias, out, M, N, K, s, f);
   }
   return launch_fast<1, 2, 2, 128, kIn>(x, w, bias, out, M, N, K, s, f);
