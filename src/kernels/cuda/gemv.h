@@ -78,7 +78,8 @@ int gemv_ctas(int M, int N);
 // Benchmark only: the M = 1 kernel with an explicit configuration, so `ceiling bench kernels`
 // can compare configurations side by side in one run; gemv() uses the measured best.
 //   Register kernel: threads per CTA, weight rows per CTA, 16-byte loads in flight per row and
-//   thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2, t128 r4 u2, t64 r2 u2.
+//   thread. Built: t128 r2 u2 (the default), t128 r2 u4, t256 r2 u2, t128 r4 u2, t64 r2 u2,
+//   t64 r4 u2, t64 r8 u1, t32 r8 u1.
 //   Tensor-core kernel: warp_tiles 16-row tiles a warp (gemv_mma.cuh kWarpTiles; rows counts
 //   all of a CTA's).
 struct GemvConfig {
@@ -102,8 +103,9 @@ Status gemv_mma_with_config(const GemvConfig& cfg, const __nv_bfloat16* x, const
                             cudaStream_t stream);
 
 // Benchmark only: gemv_fused at M = 1 with the RMS-norm input and an explicit configuration.
-// Built: t128 r2 u2, t128 r4 u2, t64 r2 u2 (gemv_fused dispatches t128r2u2, and for the RoPE
-// epilogue t128r4u2 at K ≥ 4096, t64r2u2 below).
+// Built: t128 r2 u2, t128 r4 u2, t64 r2 u2, t64 r4 u2, t128 r8 u1, t64 r8 u1, t32 r8 u1
+// (gemv_fused dispatches: at K ≤ 2048 t32r8u1 when N / 8 ≥ 2048, else t128r8u1; above, t128r2u2,
+// and for the RoPE epilogue t128r8u1 at K ≥ 4096, t64r2u2 between).
 Status gemv_fused_with_config(const GemvConfig& cfg, const GemvFusion& f, const __nv_bfloat16* x,
                               const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* out,
                               int N, int K, cudaStream_t stream);
