@@ -71,6 +71,30 @@ Alone run_alone(CudaOps& ops, const serve::EngineConfig& cfg, const std::vector<
   return a;
 }
 
+// All `prompts` in engine `e` at once (request i with params(i)), run to the end; each prompt's
+// tokens checked against its alone run up to near ties. Returns how many are identical.
+template <typename Params>
+int expect_batched_matches_alone(serve::Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                 const std::vector<Alone>& want, Params params,
+                                 const std::string& label) {
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < prompts.size(); ++i) index[e.add_request(prompts[i], params(i))] = i;
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) {
+      std::vector<int32_t>& g = got[index.at(o.id)];
+      g.insert(g.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+  int exact = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    bool ok = false;
+    const std::string what = check_greedy(got[i], want[i].tokens, want[i].logits, &ok);
+    EXPECT_TRUE(ok) << label << "prompt " << i << ": " << what;
+    exact += got[i] == want[i].tokens;
+  }
+  return exact;
+}
+
 TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
   ENGINE_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
@@ -101,20 +125,8 @@ TEST(EngineBatch, BatchedEqualsAloneUpToNearTies) {
                         Case{"small pool (preemption)", config(24, 96, 24, false)},
                         Case{"prefix caching", config(24, 96, 400, true)}}) {
     serve::Engine e(ops, k.cfg);
-    std::map<int64_t, size_t> index;
-    for (size_t i = 0; i < prompts.size(); ++i) index[e.add_request(prompts[i], p)] = i;
-    std::vector<std::vector<int32_t>> got(prompts.size());
-    while (e.has_unfinished())
-      for (const auto& o : e.step())
-        got[index.at(o.id)].insert(got[index.at(o.id)].end(), o.new_tokens.begin(),
-                                   o.new_tokens.end());
-    int exact = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      bool ok = false;
-      const std::string what = check_greedy(got[i], want[i].tokens, want[i].logits, &ok);
-      EXPECT_TRUE(ok) << k.name << ", prompt " << i << ": " << what;
-      exact += got[i] == want[i].tokens;
-    }
+    const int exact = expect_batched_matches_alone(
+        e, prompts, want, [&](size_t) { return p; }, std::string(k.name) + ", ");
     std::printf("  %-26s %d/%zu prompts identical, preemptions %lld, prefix hits %lld tokens\n",
                 k.name, exact, prompts.size(),
                 static_cast<long long>(e.scheduler().num_preemptions()),
@@ -162,20 +174,8 @@ TEST(EngineBatch, LongContextsAcrossMixedStepsAndBuckets) {
     want.push_back(run_alone(ops, cfg(1), prompts[i], greedy(outs[i])));
   const int replays0 = ops.stats().graph_replays;
   serve::Engine e(ops, cfg(4));
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < prompts.size(); ++i) index[e.add_request(prompts[i], greedy(outs[i]))] = i;
-  std::vector<std::vector<int32_t>> got(prompts.size());
-  while (e.has_unfinished())
-    for (const auto& r : e.step())
-      got[index.at(r.id)].insert(got[index.at(r.id)].end(), r.new_tokens.begin(),
-                                 r.new_tokens.end());
-  int exact = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    bool ok = false;
-    const std::string what = check_greedy(got[i], want[i].tokens, want[i].logits, &ok);
-    EXPECT_TRUE(ok) << "prompt " << i << ": " << what;
-    exact += got[i] == want[i].tokens;
-  }
+  const int exact = expect_batched_matches_alone(
+      e, prompts, want, [&](size_t i) { return greedy(outs[i]); }, "");
   std::printf("  %d/%zu prompts identical; graph replays %d\n", exact, prompts.size(),
               ops.stats().graph_replays - replays0);
   EXPECT_GT(ops.stats().graph_replays, replays0);
