@@ -18,7 +18,15 @@
 //               phase (0, 1, 2, 4; registers), then a grid barrier (a global counter), then x,
 //               then the rest
 //   barrier     the grid barrier alone, µs each
+//   flag        the chain, but the attention waits on a counter of the QKV phase's finished CTAs
+//               instead of griddepcontrol.wait (flag=qkv), and also o on a counter of the
+//               attention's CTAs (flag=both): what a kernel boundary's grid-completion wait costs
+//               against a per-producer counter (r157)
 //   stream      all 8 layers' bytes in one kernel (no dependency: the bytes' floor here)
+// -DPROBE_1B: the phases of the bf16 Llama-3.2-1B instead (QKV 12.6 MB, o 8.4, gate/up 67.1,
+// down 33.6; the same ~3 µs attention). -DPROBE_ATTN_SPIN=N: the attention phase spins N cycles
+// (default 6000, ~3 µs). Those variants are built by hand: the target's nvcc command with the
+// -D added (r157 ran the 1B with 6000, 2000 and 0).
 // One JSON line per variant: µs a layer, median of 50 runs of 8 layers.
 // Built as the CMake target persistent_layer_probe (src/bench/CMakeLists.txt); run on the GPU.
 #include <cuda_runtime.h>
@@ -38,11 +46,18 @@ namespace d = ceiling::cuda::detail;
 #endif
 constexpr int kThreads = PROBE_THREADS, kPer = 8, kSlice = kThreads * 16 * kPer;
 constexpr int kLayers = 8, kPhases = 5, kAttn = 1, kXWords = 2048;  // x: 8 KB
-constexpr long long kAttnSpin = 6000;                               // ~3 µs
+#ifndef PROBE_ATTN_SPIN
+#define PROBE_ATTN_SPIN 6000
+#endif
+constexpr long long kAttnSpin = PROBE_ATTN_SPIN;  // cycles: 6000 ~3 µs
 // Slices of each phase (the fp8 bytes of the 8B's projections / kSlice).
 __host__ __device__ constexpr int slices(int p) {
   constexpr int k16 = kSlice / 16384;  // 16 KB units a slice
+#ifdef PROBE_1B  // the bf16 Llama-3.2-1B's projections: 12.6, 8.4, 67.1, 33.6 MB
+  return (p == 0 ? 768 : p == 2 ? 512 : p == 3 ? 4096 : p == 4 ? 2048 : 0) / k16;
+#else
   return (p == 0 ? 1536 : p == 2 ? 1024 : p == 3 ? 7168 : p == 4 ? 3584 : 0) / k16;
+#endif
 }
 
 struct Layout {
@@ -104,6 +119,57 @@ __global__ void __launch_bounds__(32) chain_attn(const unsigned* x, unsigned* xo
   const unsigned a = __ldcg(x + threadIdx.x);
   spin(kAttnSpin);
   if (threadIdx.x == 0) xout[blockIdx.x] = a;
+}
+
+// ---- flag: the chain with counters in place of griddepcontrol.wait at chosen boundaries ----
+__device__ __forceinline__ void wait_count(const unsigned* ctr, unsigned target) {
+  if (threadIdx.x == 0) {
+    unsigned v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
+    } while (v < target);
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ void signal_done(unsigned* ctr) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(ctr, 1u);
+  }
+}
+
+// wait: a counter to wait for (else griddepcontrol.wait); done: a counter to add 1 to at the end.
+__global__ void __launch_bounds__(kThreads)
+    flag_stream(const char* w, const unsigned* x, unsigned* xout, const unsigned* wait,
+                unsigned target, unsigned* done) {
+  d::pdl_launch_dependents();
+  uint4 v[kPer];
+  const char* s = w + size_t(blockIdx.x) * kSlice;
+  load_slice(s, v, 0, 2);
+  if (wait)
+    wait_count(wait, target);
+  else
+    d::pdl_wait();
+  unsigned a = read_x(x);
+  load_slice(s, v, 2, kPer);
+  a ^= fold(v);
+  if (threadIdx.x == 0 || a == 0x12345678u) xout[blockIdx.x % kXWords] = a;
+  if (done) signal_done(done);
+}
+
+__global__ void __launch_bounds__(32)
+    flag_attn(const unsigned* x, unsigned* xout, const unsigned* wait, unsigned target,
+              unsigned* done) {
+  d::pdl_launch_dependents();
+  if (wait)
+    wait_count(wait, target);
+  else
+    d::pdl_wait();
+  const unsigned a = __ldcg(x + threadIdx.x);
+  spin(kAttnSpin);
+  if (threadIdx.x == 0) xout[blockIdx.x] = a;
+  if (done) signal_done(done);
 }
 
 // ---- persistent: one kernel for the 8 layers ----
@@ -202,6 +268,8 @@ int main() {
   cudaMalloc(&xbuf, 2 * kXWords * sizeof(unsigned));
   cudaMemset(xbuf, 0, 2 * kXWords * sizeof(unsigned));
   cudaMalloc(&count, sizeof(unsigned));
+  unsigned* ctrs = nullptr;  // flag: per layer, QKV's and the attention's finished CTAs
+  cudaMalloc(&ctrs, 2 * kLayers * sizeof(unsigned));
   int dev = 0, sms = 0, per_sm = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -227,6 +295,39 @@ int main() {
     });
     std::printf("{\"variant\": \"chain\", \"mb_per_layer\": %.1f, \"us_per_layer\": %.2f}\n", mb,
                 chain_us / kLayers);
+    // flag: counters zeroed before each run (one memset, as the chain's runs get one too)
+    for (int both = 0; both < 3; ++both) {
+      const double us = probes::median_us(1, [&](int, int) {
+        cudaMemsetAsync(ctrs, 0, 2 * kLayers * sizeof(unsigned));
+        for (int l = 0; l < kLayers; ++l)
+          for (int p = 0; p < kPhases; ++p) {
+            const unsigned* x = x_of(xbuf, l, p, false);
+            unsigned* xout = x_of(xbuf, l, p, true);
+            unsigned* qkv_done = ctrs + 2 * l;  // QKV's CTAs finished
+            unsigned* attn_done = qkv_done + 1;
+            if (p == kAttn) {
+              const probes::PdlLaunch a{dim3(8), dim3(32)};
+              // both == 0: the chain's boundaries, with the memset (the chain's control)
+              cudaLaunchKernelEx(&a.cfg, flag_attn, x, xout,
+                                 static_cast<const unsigned*>(both ? qkv_done : nullptr),
+                                 unsigned(slices(0)), both == 2 ? attn_done : nullptr);
+            } else {
+              const probes::PdlLaunch st{dim3(slices(p)), dim3(kThreads)};
+              const bool o_waits = both == 2 && p == kAttn + 1;
+              cudaLaunchKernelEx(&st.cfg, flag_stream, lay.phase[l][p], x, xout,
+                                 static_cast<const unsigned*>(o_waits ? attn_done : nullptr), 8u,
+                                 p == 0 && both ? qkv_done : nullptr);
+            }
+          }
+      });
+      std::printf(
+          "{\"variant\": \"flag\", \"flag\": \"%s\", \"mb_per_layer\": %.1f, "
+          "\"us_per_layer\": %.2f}\n",
+          both == 0   ? "none"
+          : both == 1 ? "qkv"
+                      : "both",
+          mb, us / kLayers);
+    }
     // persistent, SMs × k CTAs, with 0, 1, 2 or 4 of the next phase's slices requested before
     // the barrier
     for (int k = 1; k <= per_sm && k <= 8; k *= 2)
