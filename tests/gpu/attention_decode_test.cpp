@@ -187,6 +187,22 @@ TEST(AttentionDecodeFp8, BlockSizesDepthsAndSplits) {
   AttentionSpec lng = fp8(decode({32768}, 32, 8, 128, 16), 0.05f, 0.05f);
   lng.check_tokens = 1;
   expect_matches_reference(lng);
+  // The four-CTAs-an-SM kernel (3 stages, q's fragments in shared memory), forced: block ends,
+  // both head dims, GQA groups of 4 and 8, one split or many (the SM count), block sizes 16–256,
+  // a context of 1 and long ones.
+  for (int bs : {16, 64, 256})
+    for (int d : {64, 128}) {
+      AttentionSpec s =
+          fp8(decode({1, 15, 16, 17, 255, 257, 700, 2300}, 32, 8, d, bs), 0.02f, 0.0125f);
+      s.plan_fp8_ctas = 4;
+      expect_matches_reference(s);
+    }
+  for (int sms : {1, 6, 132}) {
+    AttentionSpec s = fp8(decode({2, 33, 4111, 1}, 16, 2, 128, 16), 0.0173f, 0.0091f);
+    s.plan_fp8_ctas = 4;
+    s.plan_num_sms = sms;
+    expect_matches_reference(s);
+  }
   AttentionSpec peaky = fp8(decode({1, 17, 400, 1500}, 8, 2, 128, 16), 0.01f, 0.02f);
   peaky.q_scale = 8.0f;
   peaky.plan_num_sms = 4096;
@@ -198,20 +214,44 @@ TEST(AttentionDecodeFp8, PlanAndFormatMismatch) {
   sh.kv_format = cuda::KvFormat::kFP8;
   cuda::DecodePlan plan;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
-  EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.max_splits, 3);  // 768 CTAs: 0.97 of two waves of 396 (1 split: 0.65 of one)
+  EXPECT_EQ(plan.stages, 3);      // four CTAs an SM
+  EXPECT_EQ(plan.max_splits, 2);  // 512 CTAs: 0.97 of one wave of 528
   EXPECT_GT(plan.workspace_bytes, 0u);
-  sh.num_seqs = 48;  // 384 CTAs: 0.97 of one wave
+  sh.fp8_ctas_per_sm = 3;  // three an SM: 768 CTAs, 0.97 of two waves of 396 (1 split: 0.65)
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
-  EXPECT_EQ(plan.max_splits, 1);
-  sh.num_seqs = 16;  // 128 CTAs × 3 splits: 0.97 of one wave
-  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
   EXPECT_EQ(plan.max_splits, 3);
+  sh.fp8_ctas_per_sm = 0;
+  sh.num_seqs = 48;  // 384 CTAs: 0.97 of one wave of three an SM (0.73 of four)
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.max_splits, 1);
+  sh.num_seqs = 64;  // 512 CTAs: one wave of four an SM (0.65 of two of three)
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 3);
+  EXPECT_EQ(plan.max_splits, 1);
+  sh.num_seqs = 256;  // past one wave either way: three an SM
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.max_splits, 1);
+  sh.num_seqs = 16;  // 128 CTAs × 3 splits: 0.97 of one wave (four an SM would take 4 splits)
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 4);
+  EXPECT_EQ(plan.max_splits, 3);
+  sh.fp8_ctas_per_sm = 4;  // asked: one wave of four an SM
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  EXPECT_EQ(plan.stages, 3);
+  EXPECT_EQ(plan.max_splits, 4);
+  sh.fp8_ctas_per_sm = 0;
   sh.num_seqs = 1;
   sh.max_seq_len = 32768;
   ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
   EXPECT_EQ(plan.stages, 4);
-  EXPECT_EQ(plan.max_splits, 49);  // 8 KV heads × 49 splits: three CTAs per SM
+  EXPECT_EQ(plan.max_splits, 49);  // 8 KV heads × 49 splits: three CTAs per SM (66 of four: short)
+  sh.fp8_ctas_per_sm = 5;
+  EXPECT_FALSE(cuda::plan_decode_attention(sh, 132, &plan).ok());
+  sh.fp8_ctas_per_sm = 0;
+  ASSERT_TRUE(cuda::plan_decode_attention(sh, 132, &plan).ok());
   // A plan for an fp8 cache does not run on a bf16 one (the check precedes any device access).
   int dummy = 0;
   cuda::PagedKvDevice kv{&dummy, &dummy, 4, 16, 8, 128};

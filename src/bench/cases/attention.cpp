@@ -109,7 +109,8 @@ class AttentionCase : public KernelCase {
   // batch that leads with one-token sequences: with them split off, as CudaOps does).
   bool dispatched() const override {
     if (sp_.decode)
-      return sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 && sp_.plan_stages == 0;
+      return sp_.plan_num_sms == 0 && sp_.plan_min_split_tokens == 0 && sp_.plan_stages == 0 &&
+             sp_.plan_fp8_ctas == 0;
     return sp_.kernel == cuda::PrefillKernel::kAuto && (sp_.split_decodes || sp_.q_lens[0] != 1);
   }
   std::string shape() const override {
@@ -134,7 +135,10 @@ class AttentionCase : public KernelCase {
                         {"causal", true},
                         {"kv_dtype", sp_.fp8_kv ? "fp8" : "bf16"},
                         {"kernel", kernel_name()}};
-    if (sp_.decode && !dplan_.warp) j["splits"] = dplan_.max_splits;  // the plan's split count
+    if (sp_.decode && !dplan_.warp) {  // the plan's split count and pipeline depth
+      j["splits"] = dplan_.max_splits;
+      j["stages"] = dplan_.stages;
+    }
     return j;
   }
   std::string baseline_name() const override {
@@ -301,7 +305,8 @@ class AttentionCase : public KernelCase {
                                ? sp_.plan_max_seq_len
                                : *std::max_element(sp_.seq_lens.begin(), sp_.seq_lens.begin() + n),
                            sp_.plan_min_split_tokens,
-                           kv_format()};
+                           kv_format(),
+                           sp_.plan_fp8_ctas};
       int sms = sp_.plan_num_sms, dev = 0;
       if (sms <= 0 &&
           (cudaGetDevice(&dev) != cudaSuccess ||
@@ -549,23 +554,32 @@ void register_attention_cases(CaseList& out) {
     }
   }
   // fp8 (E4M3) cache, per-tensor scales: the #16 target B=32 ctx 4096 GQA 32/8 d 128 (≥ 85 % of
-  // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=1 ctx 32768 (splits), a batch of 64
-  // at ctx 1024, and the decode step of `bench throughput` 1000 × 1024 / 1024 (B=256 at its mean
-  // context, 1536; bf16 beside it). Prefill reads an fp8 cache with the mma.sync kernel only:
-  // beside the bf16 mma_sync and auto cases below.
-  for (auto [b, ctx] : {std::pair{32, 4096}, {1, 32768}, {64, 1024}, {256, 1536}}) {
+  // read bandwidth on its bytes, ≈ 1.8× the bf16 kernel), B=16 at the same context, B=1 ctx
+  // 32768 (splits), a batch of 64 at ctx 1024, and the decode step of `bench throughput` 1000 ×
+  // 1024 / 1024 (B=256 at its mean context, 1536; bf16 beside it). Prefill reads an fp8 cache with
+  // the mma.sync kernel only: beside the bf16 mma_sync and auto cases below.
+  for (auto [b, ctx] : {std::pair{32, 4096}, {16, 4096}, {1, 32768}, {64, 1024}, {256, 1536}}) {
     AttentionSpec s = uniform(true, b, 1, ctx, 32, 8, 128, 16);
     s.fp8_kv = true;
     s.k_scale = 0.02f;
     s.v_scale = 0.02f;
     out.push_back(make_attention_case(s));
-    // The comparison: 1, 2, 4, 5, 6, 8 and 10 splits instead of 3 (256 CTAs fill ~2 of 3 slots;
-    // the plan's SM count that yields each count, plan_decode_attention's rules).
+    // The other kernel: three CTAs an SM (4 stages) where the plan takes four (3 stages) — B=32,
+    // 64 — and four where it takes three (B=16: 4 splits against 3; B=1: 66 against 49).
+    if (b != 256) {
+      AttentionSpec t = s;
+      t.plan_fp8_ctas = b == 32 || b == 64 ? 3 : 4;
+      t.label = "fp8_ctas=" + std::to_string(t.plan_fp8_ctas);
+      out.push_back(make_attention_case(t));
+    }
+    // The three-an-SM kernel's split sweep: 1, 2, 4, 5, 6, 8 and 10 splits instead of 3 (256
+    // CTAs fill ~2 of 3 slots; the plan's SM count that yields each count).
     if (b == 32)
       for (int sms : {86, 176, 114, 107, 512, 228, 285}) {
         AttentionSpec t = s;
+        t.plan_fp8_ctas = 3;
         t.plan_num_sms = sms;
-        t.label = "plan_sms=" + std::to_string(sms);
+        t.label = "fp8_ctas=3 plan_sms=" + std::to_string(sms);
         out.push_back(make_attention_case(t));
       }
     if (b == 1)  // the comparison: 16 and 33 splits instead of 49 (three CTAs an SM)

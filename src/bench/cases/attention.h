@@ -27,6 +27,7 @@ struct AttentionSpec {
   int plan_num_sms = 0;           // decode plan SM count; 0 = the device's
   int plan_min_split_tokens = 0;  // decode plan's shortest split; 0 = the library's
   int plan_stages = 0;            // decode plan's pipeline depth (3 or 4); 0 = the library's
+  int plan_fp8_ctas = 0;          // decode plan, fp8 cache: CTAs an SM (3 or 4); 0 = the library's
   int check_tokens = 0;           // query tokens compared in check(); 0 = all
   // q rows Hq·D + q_row_pad elements apart (a multiple of 8; the pad is NaN), as the q columns of
   // a fused QKV output are.

@@ -74,6 +74,9 @@ struct DecodeShape {
   // Shortest KV split (a multiple of 16); 0 = the library's choice (256, measured).
   int min_split_tokens = 0;
   KvFormat kv_format = KvFormat::kBF16;  // the cache the plan will read (sizes its pipeline)
+  // An fp8 cache: CTAs an SM the plan may take, 3 (4 stages a warp) or 4 (3 stages); 0 = the
+  // library's choice (benchmarks compare the two).
+  int fp8_ctas_per_sm = 0;
 };
 
 struct DecodePlan {
@@ -82,7 +85,8 @@ struct DecodePlan {
   int max_splits = 1;        // most splits of any sequence (whole waves of CTAs)
   int q_chunks = 1;          // ceil(group / 16): query heads of a group handled 16 at a time
   // cp.async stages per warp: 4 when the grid fits one CTA per SM (a deeper pipeline, and its
-  // 128 KB of shared memory (head_dim 128) costs no co-resident CTA), else 3; an fp8 cache 4.
+  // 128 KB of shared memory (head_dim 128) costs no co-resident CTA), else 3; an fp8 cache 4
+  // (three CTAs an SM), or 3 (four CTAs an SM) when that puts the grid in one fuller wave.
   int stages = 3;
   // Partial outputs, log-sum-exps and per-group split counters; 0 when max_splits == 1.
   size_t workspace_bytes = 0;

@@ -10,7 +10,8 @@
 // heads sharing a KV head (up to 16 per chunk) form the 16 rows of one mma.sync A operand, so
 // every K/V byte is loaded once per group and the dot products run on tensor cores. Each of the
 // 4 warps walks its own 16-token tiles (tile i of the split goes to warp i % 4) through a private
-// cp.async pipeline of 3 stages, 4 when the grid is at most one CTA per SM (16-byte copies; a
+// cp.async pipeline of 3 stages, 4 when the grid is at most one CTA per SM (an fp8 cache: 4, or
+// 3 with four CTAs an SM, split_slots_per_sm; 16-byte copies; a
 // 16-token tile lies inside one cache block because block_size is a multiple of 16 and splits
 // start at multiples of 16); the block-table entries of a warp's tiles are loaded 32 at a time
 // ahead of the copies. The warps' (max, sum, acc) are merged in shared memory; a sequence with
@@ -31,7 +32,9 @@
 // merge. The stage's 16-byte chunks are XOR-swizzled (fp8_swz) so both reads are conflict-free at
 // D = 128. q is converted to f16 once and P packed as f16 (attention_common.cuh); the scales are
 // folded into the softmax scale (k) and the final normalization (v). With no converted tiles a
-// warp needs only its stages: 16 KB at D = 128, three CTAs an SM.
+// warp needs only its stages: 16 KB at D = 128, three CTAs an SM; with 3 stages 12 KB, four CTAs
+// an SM, q's fragments then in shared memory (read every tile) and Q·Kᵀ in two chains, so that
+// the kernel fits 128 registers.
 //
 // Why (H200, batch 256, context ~1580, 8 KV heads, D = 128; bench/lowprec_notes.md r135–r140):
 // the first fp8 kernel converted each landed stage into an f16 tile in shared memory and ran the
@@ -43,7 +46,8 @@
 // alone (91 % of read), 205 µs a layer in the step.
 //
 // Launched with PDL (pdl.cuh); the next kernel may launch once every CTA has started. In the
-// 4-stage kernels a warp issues its first 3 tiles' copies before waiting on the previous kernel
+// 4-stage kernels and every fp8 one, a warp issues its first kStages − 1 tiles' copies before
+// waiting on the previous kernel
 // (which wrote q and the new token's K/V) when those tiles hold only tokens cached by earlier
 // steps, so at small batches the K/V stream starts under the previous kernel's tail; everything
 // else waits.
@@ -69,10 +73,19 @@ constexpr int kTile = 16;  // tokens per warp tile
 // measured on an H200 (B=1, ctx 32768, 8 KV heads) 16 splits (one CTA per SM, 37.6 µs) beat 33
 // (two per SM, 39.3 µs) and 66 (42.4 µs): a CTA's 8 tiles in flight already cover the latency,
 // and fewer splits mean a shorter merge. An fp8 cache: its CTA converts every operand before the
-// mma (more instructions per byte, a longer chain per tile), so as many CTAs as fit (three at
-// 64 KB): H200 r139, B=1 ctx 32768, 49 splits (three CTAs an SM) 22.1 µs, 33 26.8, 16 35.6.
+// mma (more instructions per byte, a longer chain per tile), so as many CTAs as fit: three at
+// 64 KB with 4 stages (H200 r139, B=1 ctx 32768, 49 splits 22.1 µs, 33 26.8, 16 35.6), or four
+// at 48 KB with 3 stages (q's fragments in shared memory: 128 registers) when one or two long
+// splits put the grid in one wave of those at least as full (H200 r158–r161: B=32 ctx 4096, 2
+// splits, 512 CTAs in 528 slots, 71.1–71.4 µs against 74.5–75.1 for 3 splits of three an SM, the
+// final kernel 69.4 against 73.1 on a faster start; B=64 ctx 1024, one split, 35.7–36.1 against
+// 40.2–40.5; B=256 ctx 1536 a tie; B=16 ctx 4096 at 4 splits 38.4 against 37.4–37.7 for 3; B=1
+// ctx 32768 at 66 splits 23.3 against 22.1 for 49 — more, shorter splits want the deeper
+// pipeline).
+constexpr int kFp8CtasPerSm = 3, kFp8CtasPerSmShallow = 4;
+constexpr int kFp8MaxShallowSplits = 2;
 constexpr int split_slots_per_sm(KvFormat f) {
-  return f == KvFormat::kFP8 ? 3 : 1;
+  return f == KvFormat::kFP8 ? kFp8CtasPerSm : 1;
 }
 // Default shortest split. Measured on an H100 (batch 1, 8 KV heads, ctx 256, bench r9): one split
 // per head (8 CTAs, 4 tiles per warp) 5.07 µs against 6.23 µs for 4 splits of 64 (one tile per
@@ -105,11 +118,24 @@ constexpr int stage_tile_bytes() {
 // store of one accumulator hit the same bank (fp8's dims 2t·D/8 + j: 32-way, bf16's: 8-way).
 constexpr int kORowPad = 4;
 
+// The four-CTA fp8 variant (3 stages) keeps q's A fragments in shared memory, after the stages
+// and the merge rows (D/16 × 32 lanes × 16 bytes), and reads them every tile: registers for four
+// CTAs an SM.
+template <int kStages, bool kFp8>
+constexpr bool q_in_smem() {
+  return kFp8 && kStages == 3;
+}
+// Bytes of the warps' stages, or of the merge rows that reuse them after the last tile.
 template <int D, int kStages, bool kFp8>
-constexpr int decode_smem_bytes() {
+constexpr int pipe_or_merge_bytes() {
   constexpr int pipe = kWarps * kStages * 2 * stage_tile_bytes<D, kFp8>();  // per warp: its stages
   constexpr int merge = kWarps * 16 * (D + kORowPad) * 4 + kWarps * 16 * 2 * 4;
   return pipe > merge ? pipe : merge;
+}
+template <int D, int kStages, bool kFp8>
+constexpr int decode_smem_bytes() {
+  return pipe_or_merge_bytes<D, kStages, kFp8>() +
+         (q_in_smem<kStages, kFp8>() ? D / 16 * 32 * 16 : 0);
 }
 
 // Byte offset of (row, 16-byte chunk) in an E4M3 stage tile (D bytes a row): chunks XOR-swizzled
@@ -147,8 +173,10 @@ __device__ __forceinline__ Split split_for(int len, int min_split, int max_split
   return {ceil_div(len, partition), partition};  // count ≤ want: partition ≥ len / want
 }
 
+// An fp8 cache with 3 stages (48 KB at D = 128): four CTAs an SM (≤ 128 registers).
 template <int D, int BS, int kStages, bool kFp8>
-__global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kWarps * 32, (q_in_smem<kStages, kFp8>() ? 4 : 1))
+    decode_kernel(const DecodeParams p) {
   static_assert(BS % kTile == 0, "a warp tile must lie inside one cache block");
   constexpr int kEb = kFp8 ? 1 : 2;      // bytes per cached value
   constexpr int kChunks = D * kEb / 16;  // 16-byte chunks per cached row
@@ -226,7 +254,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
   // the 4-stage kernels: with a bf16 cache those are the grids of at most one CTA an SM, where
   // every CTA is resident early (H200 r122, batch 1 / 16: the attention's share of a step −0.8 to
   // −1.4 µs a layer); past one wave only the first wave could issue early, and batch 64 (3 stages,
-  // 512 CTAs) measured no gain. An fp8 cache always runs 4 stages (3 CTAs an SM): early too.
+  // 512 CTAs) measured no gain. An fp8 cache: early in both of its kernels (4 stages, three CTAs
+  // an SM; 3 stages, four CTAs an SM, which the plan takes only for a grid of one wave).
   const auto prologue = [&] {
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
@@ -235,7 +264,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     }
   };
   const int pre = min(kStages - 1, my_tiles);
-  const bool early = kStages == 4 &&
+  const bool early = (kStages == 4 || kFp8) &&
                      (pre == 0 || min(t0 + (warp + (pre - 1) * kWarps + 1) * kTile, t1) <= len - 1);
   if (early) prologue();
   detail::pdl_wait();
@@ -263,6 +292,17 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
         for (uint32_t& x : qf[kk]) x = bf16x2_to_f16x2(x);
     }
   }
+  constexpr bool kQsm = q_in_smem<kStages, kFp8>();
+  const uint32_t qsm = smem_addr(smem + pipe_or_merge_bytes<D, kStages, kFp8>()) + lane * 16;
+  if constexpr (kQsm) {  // warp w stores steps kk ≡ w (mod kWarps); read back every tile
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      if (kk % kWarps == warp)
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(qsm + kk * 512),
+                     "r"(qf[kk][0]), "r"(qf[kk][1]), "r"(qf[kk][2]), "r"(qf[kk][3])
+                     : "memory");
+    __syncthreads();
+  }
 
   for (int i = 0; i < my_tiles; ++i) {
     if (i + kStages - 1 < my_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
@@ -278,26 +318,52 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const DecodeParams 
     // of D/16.
     float sc[2][4] = {}, sd[2][4] = {};
     if constexpr (kFp8) {
-      // Plain loads (not asm): the compiler keeps them after the cp.async wait and may issue
-      // them all before the first mma.
-      uint4 kraw[2][kChunks / 4];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int h = 0; h < kChunks / 4; ++h)
-          kraw[nt][h] = *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      if constexpr (kQsm) {
+        // q's fragments from shared memory, the four k steps of one 16-byte K load at a time
+        // (16 registers live, not 32).
 #pragma unroll
         for (int h = 0; h < kChunks / 4; ++h) {
-          float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
-          const uint4 raw = kraw[nt][h];
-          const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
-          mma_16816_f16(acc, qf[4 * h], lo.x, lo.y);
-          mma_16816_f16(acc, qf[4 * h + 1], lo.z, lo.w);
-          mma_16816_f16(acc, qf[4 * h + 2], hi.x, hi.y);
-          mma_16816_f16(acc, qf[4 * h + 3], hi.z, hi.w);
+          uint32_t q4[4][4];
+#pragma unroll
+          for (int m = 0; m < 4; ++m)
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(q4[m][0]), "=r"(q4[m][1]), "=r"(q4[m][2]), "=r"(q4[m][3])
+                         : "r"(qsm + (4 * h + m) * 512));
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
+            const uint4 raw =
+                *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
+            const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
+            mma_16816_f16(acc, q4[0], lo.x, lo.y);
+            mma_16816_f16(acc, q4[1], lo.z, lo.w);
+            mma_16816_f16(acc, q4[2], hi.x, hi.y);
+            mma_16816_f16(acc, q4[3], hi.z, hi.w);
+          }
         }
+      } else {
+        // Plain loads (not asm): the compiler keeps them after the cp.async wait and may issue
+        // them all before the first mma.
+        uint4 kraw[2][kChunks / 4];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int h = 0; h < kChunks / 4; ++h)
+            kraw[nt][h] =
+                *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int h = 0; h < kChunks / 4; ++h) {
+            float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
+            const uint4 raw = kraw[nt][h];
+            const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
+            mma_16816_f16(acc, qf[4 * h], lo.x, lo.y);
+            mma_16816_f16(acc, qf[4 * h + 1], lo.z, lo.w);
+            mma_16816_f16(acc, qf[4 * h + 2], hi.x, hi.y);
+            mma_16816_f16(acc, qf[4 * h + 3], hi.z, hi.w);
+          }
+      }
     } else {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -510,6 +576,10 @@ Status check_shape(const DecodeShape& sh) {
                          sh.num_q_heads, sh.num_kv_heads);
   if (sh.max_seq_len < 1)
     return Status::error("decode attention: max_seq_len {} < 1", sh.max_seq_len);
+  if (sh.fp8_ctas_per_sm != 0 && sh.fp8_ctas_per_sm != kFp8CtasPerSm &&
+      sh.fp8_ctas_per_sm != kFp8CtasPerSmShallow)
+    return Status::error("decode attention: fp8_ctas_per_sm {} is not 0, {} or {}",
+                         sh.fp8_ctas_per_sm, kFp8CtasPerSm, kFp8CtasPerSmShallow);
   if (sh.min_split_tokens < 0 || sh.min_split_tokens % kTile != 0)
     return Status::error("decode attention: min_split_tokens {} is not a multiple of {}",
                          sh.min_split_tokens, kTile);
@@ -543,20 +613,20 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
   const int cap = std::max(1, shape.max_seq_len / pl.min_split_tokens);
   int splits = 1;
   if (work * 5 < slots * 4) splits = static_cast<int>(std::min<int64_t>(slots / work, cap));
+  // The part of its waves a grid of work × n CTAs fills with `per_sm` CTAs an SM.
+  const auto fill = [&](int64_t n, int64_t per_sm) {
+    const int64_t ctas = work * n, wave = static_cast<int64_t>(num_sms) * per_sm;
+    return static_cast<double>(ctas) / static_cast<double>((ctas + wave - 1) / wave * wave);
+  };
   // An fp8 cache's CTAs fit three an SM whatever the split, so a grid under one wave may also
   // take a few whole waves: the split count whose CTAs best fill the waves they take, when it
   // fills ≥ 5 points more (H200 r145, B=32 ctx 4096: 256 CTAs of 396 slots, 1 split 81.4 µs, 2
   // 85.5, 3 — 768 CTAs, 0.97 of two waves — 74.7).
   if (shape.kv_format == KvFormat::kFP8 && work < slots) {
-    const auto fill = [&](int64_t n) {
-      const int64_t ctas = work * n;
-      return static_cast<double>(ctas) / static_cast<double>((ctas + slots - 1) / slots * slots);
-    };
     const int64_t most = std::min<int64_t>(cap, 4 * slots / work);  // at most four waves
     for (int64_t n = 2; n <= most; ++n)
-      if (fill(n) > fill(splits) + 0.05) splits = static_cast<int>(n);
+      if (fill(n, kFp8CtasPerSm) > fill(splits, kFp8CtasPerSm) + 0.05) splits = static_cast<int>(n);
   }
-  pl.max_splits = splits;
   // Measured (H200, same machine, run 11 of bench/attention_notes.md): 4 stages beat 3 by
   // ~5 % at B=1 ctx 32768 and B=8 ctx 8192; 6 gained nothing more. An fp8 cache: 4 stages of
   // half the bytes, 64 KB at head_dim 128, so three CTAs fit an SM (registers allow three too);
@@ -566,6 +636,21 @@ Status plan_decode_attention(const DecodeShape& shape, int num_sms, DecodePlan* 
     pl.stages = 4;
   else
     pl.stages = work * splits <= num_sms ? 4 : 3;
+  // An fp8 cache, four CTAs an SM with 3 stages: when at most kFp8MaxShallowSplits splits put the
+  // whole grid in one wave of those at least as full as the three-an-SM plan fills its waves
+  // (B = 32 and 64 at 8 KV heads on 132 SMs: 512 CTAs in 528 slots); or when asked (then one
+  // wave's worth of splits, however many).
+  if (shape.kv_format == KvFormat::kFP8 && shape.fp8_ctas_per_sm != kFp8CtasPerSm) {
+    const int64_t wave = static_cast<int64_t>(num_sms) * kFp8CtasPerSmShallow;
+    const int64_t n = std::max<int64_t>(1, std::min<int64_t>(cap, wave / work));
+    const bool fits = work * n <= wave && n <= kFp8MaxShallowSplits &&
+                      fill(n, kFp8CtasPerSmShallow) >= fill(splits, kFp8CtasPerSm) - 0.01;
+    if (fits || shape.fp8_ctas_per_sm == kFp8CtasPerSmShallow) {
+      splits = static_cast<int>(n);
+      pl.stages = 3;
+    }
+  }
+  pl.max_splits = splits;
   pl.workspace_bytes =
       pl.max_splits > 1
           ? static_cast<size_t>(shape.num_seqs) * shape.num_q_heads * pl.max_splits *
@@ -657,6 +742,7 @@ Status run_decode_attention(const DecodePlan& plan, const void* q, int64_t q_str
     };
     pick.template operator()<3, false>();
     pick.template operator()<4, false>();
+    pick.template operator()<3, true>();
     pick.template operator()<4, true>();
     if (!kern)
       return Status::error("decode attention: {} stages not built for a {} cache", plan.stages,
