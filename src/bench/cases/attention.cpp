@@ -598,6 +598,17 @@ void register_attention_cases(CaseList& out) {
       out.push_back(make_attention_case(s));
     }
   }
+  // Head dim 64 (Llama-3.2-1B's attention) with an fp8 cache at B=32 ctx 4096: the plan's four
+  // CTAs an SM (2 splits, 3 stages) against three (3 splits, 4 stages; at D = 64 that kernel's
+  // 122 registers and 32 KB let four an SM run too).
+  for (int ctas : {0, 3}) {
+    AttentionSpec s = uniform(true, 32, 1, 4096, 32, 8, 64, 16);
+    s.fp8_kv = true;
+    s.k_scale = s.v_scale = 0.02f;
+    s.plan_fp8_ctas = ctas;
+    if (ctas) s.label = "fp8_ctas=3";
+    out.push_back(make_attention_case(s));
+  }
   {
     AttentionSpec s = uniform(false, 1, 4096, 4096, 32, 8, 128, 16);
     s.fp8_kv = true;
