@@ -99,29 +99,7 @@ __device__ __forceinline__ void spin(long long cycles) {
   }
 }
 
-// ---- chain: one kernel a phase ----
-__global__ void __launch_bounds__(kThreads)
-    chain_stream(const char* w, const unsigned* x, unsigned* xout) {
-  d::pdl_launch_dependents();
-  uint4 v[kPer];
-  const char* s = w + size_t(blockIdx.x) * kSlice;
-  load_slice(s, v, 0, 2);
-  d::pdl_wait();
-  unsigned a = read_x(x);
-  load_slice(s, v, 2, kPer);
-  a ^= fold(v);
-  if (threadIdx.x == 0 || a == 0x12345678u) xout[blockIdx.x % kXWords] = a;  // keeps every load
-}
-
-__global__ void __launch_bounds__(32) chain_attn(const unsigned* x, unsigned* xout) {
-  d::pdl_launch_dependents();
-  d::pdl_wait();
-  const unsigned a = __ldcg(x + threadIdx.x);
-  spin(kAttnSpin);
-  if (threadIdx.x == 0) xout[blockIdx.x] = a;
-}
-
-// ---- flag: the chain with counters in place of griddepcontrol.wait at chosen boundaries ----
+// ---- chain: one kernel a phase (kFlags: the flag variant's counters, else exactly r131's) ----
 __device__ __forceinline__ void wait_count(const unsigned* ctr, unsigned target) {
   if (threadIdx.x == 0) {
     unsigned v;
@@ -138,38 +116,42 @@ __device__ __forceinline__ void signal_done(unsigned* ctr) {
     atomicAdd(ctr, 1u);
   }
 }
+// The wait on the previous phase: griddepcontrol.wait, or (flag, when `wait` is set) its counter.
+template <bool kFlags>
+__device__ __forceinline__ void wait_phase(const unsigned* wait, unsigned target) {
+  if (kFlags && wait)
+    wait_count(wait, target);
+  else
+    d::pdl_wait();
+}
 
 // wait: a counter to wait for (else griddepcontrol.wait); done: a counter to add 1 to at the end.
+template <bool kFlags>
 __global__ void __launch_bounds__(kThreads)
-    flag_stream(const char* w, const unsigned* x, unsigned* xout, const unsigned* wait,
-                unsigned target, unsigned* done) {
+    chain_stream(const char* w, const unsigned* x, unsigned* xout, const unsigned* wait,
+                 unsigned target, unsigned* done) {
   d::pdl_launch_dependents();
   uint4 v[kPer];
   const char* s = w + size_t(blockIdx.x) * kSlice;
   load_slice(s, v, 0, 2);
-  if (wait)
-    wait_count(wait, target);
-  else
-    d::pdl_wait();
+  wait_phase<kFlags>(wait, target);
   unsigned a = read_x(x);
   load_slice(s, v, 2, kPer);
   a ^= fold(v);
-  if (threadIdx.x == 0 || a == 0x12345678u) xout[blockIdx.x % kXWords] = a;
-  if (done) signal_done(done);
+  if (threadIdx.x == 0 || a == 0x12345678u) xout[blockIdx.x % kXWords] = a;  // keeps every load
+  if (kFlags && done) signal_done(done);
 }
 
+template <bool kFlags>
 __global__ void __launch_bounds__(32)
-    flag_attn(const unsigned* x, unsigned* xout, const unsigned* wait, unsigned target,
-              unsigned* done) {
+    chain_attn(const unsigned* x, unsigned* xout, const unsigned* wait, unsigned target,
+               unsigned* done) {
   d::pdl_launch_dependents();
-  if (wait)
-    wait_count(wait, target);
-  else
-    d::pdl_wait();
+  wait_phase<kFlags>(wait, target);
   const unsigned a = __ldcg(x + threadIdx.x);
   spin(kAttnSpin);
   if (threadIdx.x == 0) xout[blockIdx.x] = a;
-  if (done) signal_done(done);
+  if (kFlags && done) signal_done(done);
 }
 
 // ---- persistent: one kernel for the 8 layers ----
@@ -278,27 +260,13 @@ int main() {
   const double mb = per_layer / 1e6;
   static constexpr int kBarriers = kLayers * kPhases;
   for (int rep = 0; rep < 2; ++rep) {
-    // chain
-    const double chain_us = probes::median_us(1, [&](int, int) {
-      for (int l = 0; l < kLayers; ++l)
-        for (int p = 0; p < kPhases; ++p) {
-          const unsigned* x = x_of(xbuf, l, p, false);
-          unsigned* xout = x_of(xbuf, l, p, true);
-          if (p == kAttn) {
-            const probes::PdlLaunch a{dim3(8), dim3(32)};
-            cudaLaunchKernelEx(&a.cfg, chain_attn, x, xout);
-          } else {
-            const probes::PdlLaunch s{dim3(slices(p)), dim3(kThreads)};
-            cudaLaunchKernelEx(&s.cfg, chain_stream, lay.phase[l][p], x, xout);
-          }
-        }
-    });
-    std::printf("{\"variant\": \"chain\", \"mb_per_layer\": %.1f, \"us_per_layer\": %.2f}\n", mb,
-                chain_us / kLayers);
-    // flag: counters zeroed before each run (one memset, as the chain's runs get one too)
-    for (int both = 0; both < 3; ++both) {
+    // chain (mode -1), and flag: 0 the chain's boundaries with the flag kernels and a memset of
+    // the counters before each run (its control), 1 the attention waits on QKV's counter, 2 and o
+    // on the attention's
+    for (int mode = -1; mode < 3; ++mode) {
+      const bool flags = mode >= 0;
       const double us = probes::median_us(1, [&](int, int) {
-        cudaMemsetAsync(ctrs, 0, 2 * kLayers * sizeof(unsigned));
+        if (flags) cudaMemsetAsync(ctrs, 0, 2 * kLayers * sizeof(unsigned));
         for (int l = 0; l < kLayers; ++l)
           for (int p = 0; p < kPhases; ++p) {
             const unsigned* x = x_of(xbuf, l, p, false);
@@ -307,26 +275,30 @@ int main() {
             unsigned* attn_done = qkv_done + 1;
             if (p == kAttn) {
               const probes::PdlLaunch a{dim3(8), dim3(32)};
-              // both == 0: the chain's boundaries, with the memset (the chain's control)
-              cudaLaunchKernelEx(&a.cfg, flag_attn, x, xout,
-                                 static_cast<const unsigned*>(both ? qkv_done : nullptr),
-                                 unsigned(slices(0)), both == 2 ? attn_done : nullptr);
+              cudaLaunchKernelEx(&a.cfg, flags ? chain_attn<true> : chain_attn<false>, x, xout,
+                                 static_cast<const unsigned*>(mode >= 1 ? qkv_done : nullptr),
+                                 unsigned(slices(0)), mode == 2 ? attn_done : nullptr);
             } else {
               const probes::PdlLaunch st{dim3(slices(p)), dim3(kThreads)};
-              const bool o_waits = both == 2 && p == kAttn + 1;
-              cudaLaunchKernelEx(&st.cfg, flag_stream, lay.phase[l][p], x, xout,
+              const bool o_waits = mode == 2 && p == kAttn + 1;
+              cudaLaunchKernelEx(&st.cfg, flags ? chain_stream<true> : chain_stream<false>,
+                                 lay.phase[l][p], x, xout,
                                  static_cast<const unsigned*>(o_waits ? attn_done : nullptr), 8u,
-                                 p == 0 && both ? qkv_done : nullptr);
+                                 p == 0 && mode >= 1 ? qkv_done : nullptr);
             }
           }
       });
-      std::printf(
-          "{\"variant\": \"flag\", \"flag\": \"%s\", \"mb_per_layer\": %.1f, "
-          "\"us_per_layer\": %.2f}\n",
-          both == 0   ? "none"
-          : both == 1 ? "qkv"
-                      : "both",
-          mb, us / kLayers);
+      if (!flags)
+        std::printf("{\"variant\": \"chain\", \"mb_per_layer\": %.1f, \"us_per_layer\": %.2f}\n",
+                    mb, us / kLayers);
+      else
+        std::printf(
+            "{\"variant\": \"flag\", \"flag\": \"%s\", \"mb_per_layer\": %.1f, "
+            "\"us_per_layer\": %.2f}\n",
+            mode == 0   ? "none"
+            : mode == 1 ? "qkv"
+                        : "both",
+            mb, us / kLayers);
     }
     // persistent, SMs × k CTAs, with 0, 1, 2 or 4 of the next phase's slices requested before
     // the barrier

@@ -20,6 +20,18 @@ bool set_config(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t
   return cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
 }
 
+// A configuration attribute of `algo`, or `missing` where cuBLASLt does not say.
+template <typename T>
+T get_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+             T missing) {
+  T v{};
+  size_t written = 0;
+  return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) ==
+                 CUBLAS_STATUS_SUCCESS
+             ? v
+             : missing;
+}
+
 template <typename T>
 T cap(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
   T v{};
@@ -200,10 +212,7 @@ void LtGemm::add_fp8_variants(Plan& p) {
         cublasLtMatmulAlgoCapGetAttribute(&b, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes,
                                           &bytes) != CUBLAS_STATUS_SUCCESS)
       continue;
-    uint32_t own = 0;
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&b, CUBLASLT_ALGO_CONFIG_TILE_ID, &own, sizeof(own),
-                                         &written);
+    const uint32_t own = get_config<uint32_t>(b, CUBLASLT_ALGO_CONFIG_TILE_ID, 0);
     for (uint32_t t : tiles) {
       if (t == own || t == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;
       cublasLtMatmulAlgo_t a = b;
@@ -271,17 +280,9 @@ Status LtGemm::tune(Plan& p, const void* x, const void* w, DType out_dtype, int 
   int timed = 0;
   for (double m : median) timed += m >= 0;
   TuneRecord rec{M, N, K, timed, best, median[0], median[best]};
-  const auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
-    uint32_t v = 0;
-    size_t written = 0;
-    return cublasLtMatmulAlgoConfigGetAttribute(&p.algo, attr, &v, sizeof(v), &written) ==
-                   CUBLAS_STATUS_SUCCESS
-               ? static_cast<int>(v)
-               : -1;
-  };
-  rec.algo_id = config(CUBLASLT_ALGO_CONFIG_ID);
-  rec.tile_id = config(CUBLASLT_ALGO_CONFIG_TILE_ID);
-  rec.split_k = config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  rec.algo_id = get_config<int32_t>(p.algo, CUBLASLT_ALGO_CONFIG_ID, -1);
+  rec.tile_id = static_cast<int>(get_config<uint32_t>(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, ~0u));
+  rec.split_k = get_config<int32_t>(p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, -1);
   tune_log_.push_back(rec);
   return Status();
 }
