@@ -31,33 +31,13 @@ TEST(GpuGemv, MatchesReference) {
                              s);
 }
 
-// Every built M = 1 configuration (gemv_with_config).
-std::vector<cuda::GemvConfig> built_configs() {
-  std::vector<cuda::GemvConfig> cfgs;
-  const int regs[][3] = {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}, {128, 4, 2},
-                         {64, 2, 2},  {64, 4, 2},  {64, 8, 1},  {32, 8, 1}};
-  for (const auto& [t, r, u] : regs) {
-    cuda::GemvConfig c;
-    c.threads = t;
-    c.rows = r;
-    c.unroll = u;
-    cfgs.push_back(c);
-  }
-  return cfgs;
-}
-
-// Every built configuration of the tensor-core kernel (gemv_mma_with_config).
-std::vector<cuda::GemvConfig> built_mma_configs() {
-  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}, {256, 32, 1, 2}};
-}
-
 // N from below the grid (1, 13) to one or two rows per CTA (133, just above the SM count) and
 // several row groups per CTA (primes 1031, 4099); K from one 16-byte chunk to column tiles with a
 // short last tile (520, 2056, 4104).
 TEST(GpuGemv, ConfigsMatchReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (const auto& c : built_configs()) {
+  for (const auto& c : bench::gemv_register_configs()) {
     for (int N : {1, 13, 133, 1031})
       for (int K : {8, 24, 520, 4104})
         for (bool bias : {false, true})
@@ -75,7 +55,7 @@ TEST(GpuGemv, ConfigsMatchReference) {
 TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (const auto& c : built_configs()) {
+  for (const auto& c : bench::gemv_register_configs()) {
     expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true), s);
     expect_case_passes(*bench::make_gemv_config_case(c, 4099, 2056, false), s);
   }
@@ -87,7 +67,7 @@ TEST(GpuGemv, ConfigsMatchReferenceSanitizerSubset) {
 TEST(GpuGemv, MmaConfigsMatchReference) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (const auto& c : built_mma_configs()) {
+  for (const auto& c : bench::gemv_mma_configs()) {
     for (int M : {2, 7, 8, 9, 16})
       for (int N : {1, 13, 31, 1031})
         for (int K : {8, 24, 520, 4104})
@@ -102,7 +82,7 @@ TEST(GpuGemv, MmaConfigsMatchReference) {
 TEST(GpuGemv, MmaConfigsSanitizerSubset) {
   CEILING_REQUIRE_GPU();
   Stream s;
-  for (const auto& c : built_mma_configs()) {
+  for (const auto& c : bench::gemv_mma_configs()) {
     for (int M : {3, 12}) {
       expect_case_passes(*bench::make_gemv_config_case(c, 13, 24, true, DType::kBF16, M), s);
       expect_case_passes(*bench::make_gemv_config_case(c, 1031, 1048, false, DType::kBF16, M), s);

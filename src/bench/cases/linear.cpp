@@ -218,6 +218,15 @@ std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, i
   return std::make_unique<LinearCase>(LinearImpl::kGemv, M, N, K, bias, out_dtype, cfg);
 }
 
+std::vector<cuda::GemvConfig> gemv_register_configs() {
+  return {{128, 2, 2}, {128, 2, 4}, {256, 2, 2}, {128, 4, 2},
+          {64, 2, 2},  {64, 4, 2},  {64, 8, 1},  {32, 8, 1}};
+}
+
+std::vector<cuda::GemvConfig> gemv_mma_configs() {  // the last: two 16-row tiles a warp
+  return {{512, 16, 1}, {128, 16, 2}, {256, 16, 1}, {256, 16, 2}, {512, 32, 1}, {256, 32, 1, 2}};
+}
+
 // The shapes (x·W with W 4096→14336, 4096→4096, 14336→4096), the fused QKV / gate-up of
 // Llama-3.1-8B (6144, 28672), the projections of Llama-3.2-1B (o 2048², QKV 3072, gate-up 16384,
 // down 2048×8192) and both lm_heads (f32 logits). The crossover sweep (linear_gemv vs
@@ -240,25 +249,13 @@ void register_linear_cases(CaseList& out) {
   // M = 1 kernel configurations side by side (gemv() runs the register kernel t128r2u2): more
   // rows per CTA or fewer threads give the short rows of the 1B-class shapes (K = 2048) more
   // bytes per CTA.
-  const auto reg = [](int t, int r, int u) {
-    cuda::GemvConfig c;
-    c.threads = t;
-    c.rows = r;
-    c.unroll = u;
-    return c;
-  };
-  const cuda::GemvConfig cfgs[] = {reg(128, 2, 2), reg(128, 2, 4), reg(128, 4, 2), reg(64, 2, 2),
-                                   reg(64, 4, 2),  reg(64, 8, 1),  reg(32, 8, 1)};
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336},
                              std::pair{3072, 2048}, std::pair{2048, 2048}, std::pair{16384, 2048},
                              std::pair{2048, 8192}})
-    for (const auto& c : cfgs) out.push_back(make_gemv_config_case(c, N, K));
+    for (const auto& c : gemv_register_configs()) out.push_back(make_gemv_config_case(c, N, K));
   // The tensor-core kernel's configurations (M > 1; gemv() picks one by N) at one and two
   // 8-token tiles: more k slices or chunks in flight against more row tiles sharing x in L1.
-  cuda::GemvConfig two_tiles = reg(256, 32, 1);  // two 16-row tiles a warp
-  two_tiles.warp_tiles = 2;
-  const cuda::GemvConfig mma_cfgs[] = {reg(512, 16, 1), reg(128, 16, 2), reg(256, 16, 1),
-                                       reg(256, 16, 2), reg(512, 32, 1), two_tiles};
+  const std::vector<cuda::GemvConfig> mma_cfgs = gemv_mma_configs();
   for (const auto& [N, K] : {std::pair{14336, 4096}, std::pair{4096, 4096}, std::pair{4096, 14336},
                              std::pair{2048, 2048}})
     for (int M : {8, 16})

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "bench/case.h"
 #include "core/dtype.h"
@@ -22,6 +23,10 @@ std::unique_ptr<KernelCase> make_linear_case(LinearImpl impl, int M, int N, int 
 std::unique_ptr<KernelCase> make_gemv_config_case(const cuda::GemvConfig& cfg, int N, int K,
                                                   bool bias = false, DType out_dtype = DType::kBF16,
                                                   int M = 1);
+// Every built configuration of the register GEMV (cuda::gemv_with_config, M = 1) and of the
+// tensor-core GEMV (cuda::gemv_mma_with_config): the benchmark's sweeps and the tests' lists.
+std::vector<cuda::GemvConfig> gemv_register_configs();
+std::vector<cuda::GemvConfig> gemv_mma_configs();
 // The skinny GEMM (gemm_skinny.h; bf16 out; a comparison, never the dispatcher's choice) with a
 // configuration ({} = its default for the shape);
 // accumulate: out = out + x · W^T, out filled with random values before the run. The check
