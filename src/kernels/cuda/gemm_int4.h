@@ -44,14 +44,15 @@ GemmInt4Config gemm_int4_default_config(int M, int N, int sms);
 inline constexpr int kGemmInt4MaxM = 128;
 
 // Rows up to which CudaOps runs int4 gate/up as gemm_int4 with the SiLU-pairs epilogue after a
-// separate RMSNorm, instead of the GEMV with both fused. Alone: 27.1 + 2.3 µs against 33.6 at
-// M = 1, 27.4 against 30.4 at 4 (r85, H200, the 8B); in the decode step (r89–r90, A/B in one
-// machine start): batch 1 2.287 ms against 2.414, batch 8 2.714 against 2.857, batch 4 2.444
-// against 2.454, batch 16 3.69 against 3.65 — there the GEMV stays, though gemm_int4 alone is
-// faster (33.5 against 40.8 µs; not explained, bench/lowprec_notes.md). Re-measured after the
-// one-LOP3 dequantization (r110–r111): alone 30.9 against 40.2 µs, in the step 3.559 / 3.560 ms
-// against 3.539 / 3.499 — the same miss.
-inline constexpr int kGemmInt4SiluMaxM = 8;
+// separate RMSNorm, instead of the GEMV with both fused: every decode batch the GEMV takes (≤ 16).
+// Alone: 27.1 + 2.3 µs against 33.6 at M = 1, 27.4 against 30.4 at 4 (r85, H200, the 8B); in the
+// decode step (r89–r90): batch 1 2.287 ms against 2.414, batch 8 2.714 against 2.857. Batches
+// 9–16 kept the GEMV until r165 (bench/lowprec_notes.md): gemm_int4 won its own slot there too
+// (29.8 against 42.0 µs), but the down GEMV after it lost as much (29.6 against 19.8) — it ran in
+// the small L1 that gemm_int4's rings left on the SM, until the GEMVs of two token tiles asked for
+// their own split (carveout.h). With that, batch 16 took 3.147 / 3.141 ms a step against 3.400 /
+// 3.406 (replay, A/B in one start).
+inline constexpr int kGemmInt4SiluMaxM = 16;
 
 // Why `w` cannot run gemm_int4 at (N, K), or "": int4 weights, K a multiple of 128, the group
 // size a multiple of 128 (one group per k tile; smaller groups keep the dequantize + GEMM path),

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/gemv_quant.h"
 
@@ -29,8 +30,13 @@ using W = GemvWeightFormat;
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW>
 cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                    bf16* out, int M, int N, int K, cudaStream_t s) {
-  return detail::launch_pdl(detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
-                            dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
+  constexpr auto kernel = detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>;
+  if constexpr (kMaxM > 8)  // x through L1 for two token tiles: carveout.h
+    if (const cudaError_t e =
+            prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel), kThreads);
+        e != cudaSuccess)
+      return e;
+  return detail::launch_pdl(kernel, dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
                             static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
                             f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
@@ -44,6 +50,11 @@ cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w,
   const bool pairs = f.silu_pairs || f.rope.D > 0;
   const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
   const auto go = [&](auto kernel) {
+    if (M > 8)  // two token tiles, x through L1: carveout.h
+      if (const cudaError_t e = prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel),
+                                                            32 * kRowTiles * kKSlices);
+          e != cudaSuccess)
+        return e;
     return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
                               static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
                               f.eps, f.accumulate, f.rope, w);
