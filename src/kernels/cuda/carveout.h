@@ -2,15 +2,17 @@
 // split: as little shared memory as still holds as many of its CTAs as its registers allow, the
 // rest L1.
 //
-// Why (H200, bench/lowprec_notes.md r164–r165): with no preference — CUDA's default — the driver
+// Why (H200, bench/lowprec_notes.md r164–r167): with no preference — CUDA's default — the driver
 // keeps an SM's split across launches unless a kernel needs more shared memory, so a kernel that
-// follows one with large rings runs with that kernel's small L1. The GEMVs at 9–16 tokens read x
-// through L1 (each lane's 16-byte x loads feed two token tiles; ~3/4 of them hit L1 lines its own
-// earlier loads brought, ncu r72): after gemm_int4's 3 × 68 KB rings the int4 down projection at
-// batch 16 took 29.6 µs instead of 19.8, and every GEMV ran ~40 % slower with the split forced to
-// the largest shared memory. Asking for the least shared memory took that back; asking for it at
-// one token tile (batch ≤ 8, where x is small) gained nothing. Asking for no shared memory at all
-// (the plain "prefer L1") cost the GEMVs half their resident CTAs and was slower still.
+// follows one with large rings runs with that kernel's small L1. The tensor-core GEMV
+// (gemv_mma.cuh) reads x through L1: each lane's 16-byte x loads feed its mma fragments, ~3/4 of
+// them hitting lines its own earlier loads brought (ncu r72). After gemm_int4's 3 × 68 KB rings
+// the int4 down projection at batch 16 took 29.6 µs instead of 19.8, and with the split forced to
+// the largest shared memory every GEMV at batch 16 ran ~40 % slower. Asking for the least shared
+// memory took that back: int4 decode at batch 16 −7.5 %, 12 −5 %, 8 −2.5 %, 4 −1.5 %; fp8 at 16
+// −1 to −1.4 %, at 8 and 1 a tie. The register kernel at one row (x ≤ 16 KB) gained nothing, so
+// only its instantiations for more than 8 rows ask. Asking for no shared memory at all (the plain
+// "prefer L1") cost the GEMVs half their resident CTAs and was slower still.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -76,11 +76,11 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
   const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
   const dim3 block(32 * kRowTiles * kKSlices);
   const auto go = [&](auto kernel) {
-    if (M > 8)  // two token tiles, x through L1: carveout.h
-      if (const cudaError_t e = prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel),
-                                                            static_cast<int>(block.x));
-          e != cudaSuccess)
-        return e;
+    // The tensor-core kernel reads x through L1 at every M (carveout.h).
+    if (const cudaError_t e = prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel),
+                                                          static_cast<int>(block.x));
+        e != cudaSuccess)
+      return e;
     return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
                               f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
   };
