@@ -10,8 +10,8 @@
 // the int4 down projection at batch 16 took 29.6 µs instead of 19.8, and with the split forced to
 // the largest shared memory every GEMV at batch 16 ran ~40 % slower. Asking for the least shared
 // memory took that back: int4 decode at batch 16 −7.5 %, 12 −5 %, 8 −2.5 %, 4 −1.5 %; fp8 at 16
-// −1 to −1.4 %, at 8 and 1 a tie. The register kernel at one row (x ≤ 16 KB) gained nothing, so
-// only its instantiations for more than 8 rows ask. Asking for no shared memory at all (the plain
+// −1 to −1.4 %, at 8 and 1 a tie. The register GEMV (one row at the engine's shapes, x ≤ 16 KB)
+// gained nothing and does not ask. Asking for no shared memory at all (the plain
 // "prefer L1") cost the GEMVs half their resident CTAs and was slower still.
 #pragma once
 

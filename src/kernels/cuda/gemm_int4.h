@@ -49,8 +49,8 @@ inline constexpr int kGemmInt4MaxM = 128;
 // decode step (r89–r90): batch 1 2.287 ms against 2.414, batch 8 2.714 against 2.857. Batches
 // 9–16 kept the GEMV until r165 (bench/lowprec_notes.md): gemm_int4 won its own slot there too
 // (29.8 against 42.0 µs), but the down GEMV after it lost as much (29.6 against 19.8) — it ran in
-// the small L1 that gemm_int4's rings left on the SM, until the GEMVs of two token tiles asked for
-// their own split (carveout.h). With that, batch 16 took 3.147 / 3.141 ms a step against 3.400 /
+// the small L1 that gemm_int4's rings left on the SM, until the tensor-core GEMV asked for its own
+// split (carveout.h). With that, batch 16 took 3.147 / 3.141 ms a step against 3.400 /
 // 3.406 (replay, A/B in one start).
 inline constexpr int kGemmInt4SiluMaxM = 16;
 

@@ -30,13 +30,8 @@ using W = GemvWeightFormat;
 template <int kMaxM, int kRows, int kUnroll, int kThreads, GemvInput kIn, W kW>
 cudaError_t launch(const GemvFusion& f, const bf16* x, const GemvWeights& w, const bf16* bias,
                    bf16* out, int M, int N, int K, cudaStream_t s) {
-  constexpr auto kernel = detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>;
-  if constexpr (kMaxM > 8)  // x through L1 for two token tiles: carveout.h
-    if (const cudaError_t e =
-            prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel), kThreads);
-        e != cudaSuccess)
-      return e;
-  return detail::launch_pdl(kernel, dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
+  return detail::launch_pdl(detail::gemv_kernel<kMaxM, kRows, kUnroll, kThreads, kIn, bf16, kW>,
+                            dim3(detail::ceil_div(N, kRows)), dim3(kThreads), 0, s, x,
                             static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
                             f.eps, f.accumulate, f.silu_pairs || f.rope.D > 0, f.rope, w);
 }
