@@ -2,7 +2,7 @@
 // split: as little shared memory as still holds as many of its CTAs as its registers allow, the
 // rest L1.
 //
-// Why (H200, bench/lowprec_notes.md r164–r167): with no preference — CUDA's default — the driver
+// Why (H200, bench/lowprec_notes.md r164–r169): with no preference — CUDA's default — the driver
 // keeps an SM's split across launches unless a kernel needs more shared memory, so a kernel that
 // follows one with large rings runs with that kernel's small L1. The tensor-core GEMV
 // (gemv_mma.cuh) reads x through L1: each lane's 16-byte x loads feed its mma fragments, ~3/4 of
