@@ -8,11 +8,13 @@
 // to bf16, and the one-line errors.
 #include "kernels/cuda/gemv_quant.h"
 
+#include <set>
 #include <vector>
 
 #include "bench/cases/gemv_fused.h"
 #include "bench/quant_weights.h"
 #include "gpu_test_util.h"
+#include "kernels/cuda/carveout.h"
 
 namespace ceiling {
 namespace {
@@ -121,6 +123,32 @@ TEST(GpuGemvQuant, MmaConfigsMatchReference) {
 
 // The GEMM path's dequantization: bit-exact against bf16(dequantize_row) (fp8: e4m3 · scale in
 // fp32; int4: (q − zero) · scale with bf16-valued scales, which the group word holds exactly).
+// The tensor-core kernel asks for its L1 / shared-memory split (carveout.h) — without it a GEMV
+// after gemm_int4 ran with ~28 KB of L1 (bench/lowprec_notes.md r164–r169) and only the latency
+// runs would show it: after fp8 and int4 launches at M = 16 each kernel it ran has a request on
+// this device, the driver holds that percent, and it leaves most of the SM to L1.
+TEST(GpuGemvQuant, TensorCoreKernelAsksForItsSplit) {
+  CEILING_REQUIRE_GPU();
+  Stream s;
+  for (W fmt : {W::kFP8, W::kInt4})
+    expect_case_passes(*bench::make_gemv_quant_case(fmt, fmt == W::kInt4 ? 128 : 0, In::kPlain,
+                                                    true, false, 16, 4096, 4096),
+                       s);
+  int dev = -1;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  std::set<const void*> kernels;
+  for (const cuda::CarveoutRequest& r : cuda::carveout_requests()) {
+    if (r.device != dev) continue;
+    kernels.insert(r.kernel);
+    cudaFuncAttributes a{};
+    ASSERT_EQ(cudaFuncGetAttributes(&a, r.kernel), cudaSuccess);
+    EXPECT_EQ(a.preferredShmemCarveout, r.percent);
+    EXPECT_GE(r.percent, 1);
+    EXPECT_LE(r.percent, 50) << "a GEMV's split should leave most of the SM to L1";
+  }
+  EXPECT_GE(kernels.size(), 2u) << "fp8 and int4 at M = 16 run two tensor-core kernels";
+}
+
 TEST(GpuGemvQuant, DequantizeIsExact) {
   CEILING_REQUIRE_GPU();
   Stream s;

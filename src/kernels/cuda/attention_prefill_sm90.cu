@@ -13,9 +13,10 @@
 // Also here: prefill_wgmma_available(), which both wgmma kernels share.
 #include <cuda_bf16.h>
 
-#include <atomic>
+#include <optional>
 
 #include "core/check.h"
+#include "core/once_map.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/attention_sm90.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -190,28 +191,24 @@ bool prefill_wgmma_available(int head_dim, const char** why) {
     cudaGetLastError();
     return answer(2);
   }
-  // Probed once per device (plan_* may be called per step); code + 1, 0 = not probed yet.
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices];
-  if (dev >= 0 && dev < kMaxDevices) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) return answer(c - 1);
-  }
-  int code = 0, major = 0, minor = 0;
-  cudaFuncAttributes attr{};
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    code = 2;
-  } else if (major != 9 || minor != 0) {
-    code = 3;
-  } else if (cudaFuncGetAttributes(&attr, wgmma_build_marker) != cudaSuccess) {
-    code = 4;
-  } else if (attr.sharedSizeBytes < static_cast<size_t>(kMarkerSmemBytes)) {
-    code = 5;
-  }
-  if (code != 0) cudaGetLastError();
-  if (dev >= 0 && dev < kMaxDevices) cache[dev].store(code + 1, std::memory_order_relaxed);
-  return answer(code);
+  // Probed once per device (plan_* may be called per step).
+  static OnceMap<int, int> cache;
+  return answer(*cache.get(dev, [dev] {
+    int code = 0, major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      code = 2;
+    } else if (major != 9 || minor != 0) {
+      code = 3;
+    } else if (cudaFuncGetAttributes(&attr, wgmma_build_marker) != cudaSuccess) {
+      code = 4;
+    } else if (attr.sharedSizeBytes < static_cast<size_t>(kMarkerSmemBytes)) {
+      code = 5;
+    }
+    if (code != 0) cudaGetLastError();
+    return std::optional<int>(code);
+  }));
 }
 
 Status run_prefill_wgmma(const PrefillParams& p, int head_dim, int block_size, int hq,

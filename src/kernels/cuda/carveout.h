@@ -17,6 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
 namespace ceiling::cuda {
 
 // Sets `kernel`'s preferred shared-memory carveout on the current device to its resident CTAs of
@@ -24,5 +26,12 @@ namespace ceiling::cuda {
 // static shared memory plus the 1 KB the SM reserves per CTA. Done once per kernel and device
 // (later calls only look it up); the first error is returned and not cached.
 cudaError_t prefer_l1_at_full_occupancy(const void* kernel, int threads);
+
+// What prefer_l1_at_full_occupancy has set so far: kernel, device, percent (for tests).
+struct CarveoutRequest {
+  const void* kernel;
+  int device, percent;
+};
+std::vector<CarveoutRequest> carveout_requests();
 
 }  // namespace ceiling::cuda

@@ -22,10 +22,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 
 #include "core/check.h"
+#include "core/once_map.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/attention_sm90.cuh"
 #include "kernels/cuda/gemm_skinny.h"
@@ -342,20 +342,17 @@ SkinnyOccupancy skinny_occupancy() {
     return {};
   }
   // Probed once per device (a query per launch would cost host time on every eager step).
-  constexpr int kMaxDevices = 16;
-  static std::mutex mu;
-  static std::optional<SkinnyOccupancy> cache[kMaxDevices];
-  std::lock_guard<std::mutex> lock(mu);
-  if (dev < kMaxDevices && cache[dev]) return *cache[dev];
-  SkinnyOccupancy occ{};
-  if (skinny_gemm_available()) {
-    for (int s = 1; s <= kSkinnyMaxSplits; ++s) {
-      occ.active[0][s - 1] = active_clusters<1>(s);
-      occ.active[1][s - 1] = active_clusters<2>(s);
+  static OnceMap<int, SkinnyOccupancy> cache;
+  return *cache.get(dev, [] {
+    SkinnyOccupancy occ{};
+    if (skinny_gemm_available()) {
+      for (int s = 1; s <= kSkinnyMaxSplits; ++s) {
+        occ.active[0][s - 1] = active_clusters<1>(s);
+        occ.active[1][s - 1] = active_clusters<2>(s);
+      }
     }
-  }
-  if (dev < kMaxDevices) cache[dev] = occ;
-  return occ;
+    return std::optional<SkinnyOccupancy>(occ);
+  });
 }
 
 SkinnyConfig skinny_resolve(int N, int K, const SkinnyConfig& cfg) {
