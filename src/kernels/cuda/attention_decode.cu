@@ -318,51 +318,34 @@ __global__ void __launch_bounds__(kWarps * 32, (q_in_smem<kStages, kFp8>() ? 4 :
     // of D/16.
     float sc[2][4] = {}, sd[2][4] = {};
     if constexpr (kFp8) {
-      if constexpr (kQsm) {
-        // q's fragments from shared memory, the four k steps of one 16-byte K load at a time
-        // (16 registers live, not 32).
+      // The four k steps of one 16-byte K load at a time: q's fragments for them (registers, or
+      // shared memory in the four-CTA kernel), then per 8-token half the load, its conversion and
+      // four mma.
 #pragma unroll
-        for (int h = 0; h < kChunks / 4; ++h) {
-          uint32_t q4[4][4];
+      for (int h = 0; h < kChunks / 4; ++h) {
+        uint32_t q4[4][4];
 #pragma unroll
-          for (int m = 0; m < 4; ++m)
+        for (int m = 0; m < 4; ++m) {
+          if constexpr (kQsm) {
             asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                          : "=r"(q4[m][0]), "=r"(q4[m][1]), "=r"(q4[m][2]), "=r"(q4[m][3])
                          : "r"(qsm + (4 * h + m) * 512));
+          } else {
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
-            const uint4 raw =
-                *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
-            const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
-            mma_16816_f16(acc, q4[0], lo.x, lo.y);
-            mma_16816_f16(acc, q4[1], lo.z, lo.w);
-            mma_16816_f16(acc, q4[2], hi.x, hi.y);
-            mma_16816_f16(acc, q4[3], hi.z, hi.w);
+            for (int r = 0; r < 4; ++r) q4[m][r] = qf[4 * h + m][r];
           }
         }
-      } else {
-        // Plain loads (not asm): the compiler keeps them after the cp.async wait and may issue
-        // them all before the first mma.
-        uint4 kraw[2][kChunks / 4];
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int h = 0; h < kChunks / 4; ++h)
-            kraw[nt][h] =
-                *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int h = 0; h < kChunks / 4; ++h) {
-            float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
-            const uint4 raw = kraw[nt][h];
-            const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
-            mma_16816_f16(acc, qf[4 * h], lo.x, lo.y);
-            mma_16816_f16(acc, qf[4 * h + 1], lo.z, lo.w);
-            mma_16816_f16(acc, qf[4 * h + 2], hi.x, hi.y);
-            mma_16816_f16(acc, qf[4 * h + 3], hi.z, hi.w);
-          }
+        for (int nt = 0; nt < 2; ++nt) {
+          float(&acc)[4] = h % 2 ? sd[nt] : sc[nt];
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(stage + fp8_swz<D>(nt * 8 + g, t + 4 * h));
+          const uint4 lo = detail::fp8x8_f16(raw.x, raw.y), hi = detail::fp8x8_f16(raw.z, raw.w);
+          mma_16816_f16(acc, q4[0], lo.x, lo.y);
+          mma_16816_f16(acc, q4[1], lo.z, lo.w);
+          mma_16816_f16(acc, q4[2], hi.x, hi.y);
+          mma_16816_f16(acc, q4[3], hi.z, hi.w);
+        }
       }
     } else {
 #pragma unroll
