@@ -111,7 +111,9 @@ def kernel_section(name, run, img_dir, md_dir):
     clk = run.get("clocks", {})
     out = [f"## {run['gpu']} — {name}", ""]
     out.append(f"- file: `bench/results/{name}`; date {run.get('date')}; git `{run.get('git_sha')}`; "
-               f"driver {run.get('driver')}")
+               f"driver {run.get('driver')}"
+               + ("" if run.get("complete", True) else
+                  f"; **partial: {len(run['cases'])} of {run.get('cases_total')} cases (the run was stopped)**"))
     out.append(f"- clocks at start (nvidia-smi): SM {clk.get('sm_mhz')} MHz, memory {clk.get('mem_mhz')} MHz "
                f"(max {clk.get('sm_max_mhz')} / {clk.get('mem_max_mhz')})")
     out.append(f"- measured ceilings (this run): read {mc['read_gbps']:.0f} GB/s, bf16 GEMM 8192³ "

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <regex>
@@ -93,6 +94,20 @@ nlohmann::json run_case(KernelCase& c, const BenchOptions& opt, const roofline::
   return j;
 }
 
+// `path` replaced by `j` in one step (a temporary beside it, then a rename): a reader or a kill
+// mid-write never sees half a file.
+void write_json_atomically(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    CEILING_ENSURE(f.good(), "bench kernels: cannot write {}", tmp);
+    f << j.dump(1) << "\n";
+    CEILING_ENSURE(f.good(), "bench kernels: writing {} failed", tmp);
+  }
+  CEILING_ENSURE(std::rename(tmp.c_str(), path.c_str()) == 0,
+                 "bench kernels: cannot rename {} to {}", tmp, path);
+}
+
 }  // namespace
 
 int run_kernel_bench(const BenchOptions& opt) {
@@ -150,7 +165,16 @@ int run_kernel_bench(const BenchOptions& opt) {
   fmt::print("{:<22} {:<34} {:>10} {:>8} {:>6} {:>7} {:>10} {:>6} {:>9} {}\n", "op", "shape",
              "median_us", "GB/s", "%BW", "TFLOP/s", "pred_us", "gap", "rel_err", "check");
   bool all_ok = true;
-  nlohmann::json results = nlohmann::json::array();
+  run["cases_total"] = selected.size();
+  run["cases"] = nlohmann::json::array();
+  // Written after every case ("complete": false until the last), so a run that is stopped or
+  // times out keeps what it measured.
+  const auto save = [&](bool complete) {
+    if (opt.out.empty()) return;
+    run["complete"] = complete;
+    write_json_atomically(opt.out, run);
+  };
+  save(false);
   for (auto& c : selected) {
     nlohmann::json j;
     try {
@@ -177,17 +201,13 @@ int run_kernel_bench(const BenchOptions& opt) {
           j["passed"].get<bool>() ? "ok" : "FAIL " + j["check_detail"].get<std::string>());
     }
     std::fflush(stdout);
-    results.push_back(std::move(j));
+    run["cases"].push_back(std::move(j));
+    save(false);
   }
-  run["cases"] = std::move(results);
   run["clocks_end"] = clocks();
   cudaStreamDestroy(s);
-  if (!opt.out.empty()) {
-    std::ofstream f(opt.out);
-    CEILING_ENSURE(f.good(), "bench kernels: cannot write {}", opt.out);
-    f << run.dump(1) << "\n";
-    fmt::print("wrote {}\n", opt.out);
-  }
+  save(true);
+  if (!opt.out.empty()) fmt::print("wrote {}\n", opt.out);
   return all_ok ? 0 : 1;
 }
 
