@@ -17,7 +17,6 @@
 
 #include "core/check.h"
 #include "kernels/cuda/activation.cuh"
-#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_kernel.cuh"
@@ -74,15 +73,9 @@ cudaError_t launch_mma(const bf16* x, const bf16* w, const bf16* bias, OutT* out
   constexpr int R = kWarpTiles;
   const bool pairs = f.silu_pairs || f.rope.D > 0;
   const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
-  const dim3 block(32 * kRowTiles * kKSlices);
   const auto go = [&](auto kernel) {
-    // The tensor-core kernel reads x through L1 at every M (carveout.h).
-    if (const cudaError_t e = prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel),
-                                                          static_cast<int>(block.x));
-        e != cudaSuccess)
-      return e;
-    return detail::launch_pdl(kernel, dim3(grid), block, 0, s, x, w, bias, out, M, N, K,
-                              f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
+    return detail::launch_gemv_mma(kernel, grid, 32 * kRowTiles * kKSlices, s, x, w, bias, out, M,
+                                   N, K, f.norm_weight, f.eps, f.accumulate, f.rope, GemvWeights{});
   };
   using detail::gemv_mma_kernel;
   if constexpr (std::is_same_v<OutT, bf16>) {

@@ -26,8 +26,10 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_weights.cuh"
@@ -455,6 +457,18 @@ __global__ void __launch_bounds__(32 * kRowTiles * kKSlices,
       }
     }
   }
+}
+
+// Launches a gemv_mma_kernel instantiation with PDL after asking (once per kernel and device) for
+// its L1 / shared-memory split: it reads x through L1 at every M (carveout.h).
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_gemv_mma(void (*kernel)(KernelArgs...), unsigned grid, int threads,
+                            cudaStream_t s, Args&&... args) {
+  if (const cudaError_t e =
+          prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel), threads);
+      e != cudaSuccess)
+    return e;
+  return launch_pdl(kernel, dim3(grid), dim3(threads), 0, s, std::forward<Args>(args)...);
 }
 
 }  // namespace ceiling::cuda::detail

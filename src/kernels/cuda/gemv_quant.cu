@@ -17,7 +17,6 @@
 #include <string>
 
 #include "core/check.h"
-#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/gemv_quant.h"
 
@@ -45,14 +44,9 @@ cudaError_t launch_mma(const GemvFusion& f, const bf16* x, const GemvWeights& w,
   const bool pairs = f.silu_pairs || f.rope.D > 0;
   const unsigned grid = detail::ceil_div(pairs ? N / 2 : N, (pairs ? 8 : 16) * kRowTiles * R);
   const auto go = [&](auto kernel) {
-    // The tensor-core kernel reads x through L1 at every M (carveout.h).
-    if (const cudaError_t e = prefer_l1_at_full_occupancy(reinterpret_cast<const void*>(kernel),
-                                                          32 * kRowTiles * kKSlices);
-        e != cudaSuccess)
-      return e;
-    return detail::launch_pdl(kernel, dim3(grid), dim3(32 * kRowTiles * kKSlices), 0, s, x,
-                              static_cast<const bf16*>(nullptr), bias, out, M, N, K, f.norm_weight,
-                              f.eps, f.accumulate, f.rope, w);
+    return detail::launch_gemv_mma(kernel, grid, 32 * kRowTiles * kKSlices, s, x,
+                                   static_cast<const bf16*>(nullptr), bias, out, M, N, K,
+                                   f.norm_weight, f.eps, f.accumulate, f.rope, w);
   };
   using detail::gemv_mma_kernel;
   if (pairs)
